@@ -1,0 +1,84 @@
+"""In-memory backend: dicts under one lock. For tests and throwaway servers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+from loch.store import Persist, RefAlreadyExists, RefConditionFailed, RefMissing, RefRecord
+
+__all__ = ["MemoryPersist"]
+
+
+class MemoryPersist(Persist):
+    """Objects and references held in process memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[str, bytes] = {}
+        self._refs: dict[str, RefRecord] = {}
+        self._meta: dict[str, str] = {}
+
+    def get_objects(self, ids: Sequence[str]) -> dict[str, bytes]:
+        objs = self._objects
+        return {i: objs[i] for i in ids if i in objs}
+
+    def put_objects(self, objects: Mapping[str, bytes]) -> None:
+        with self._lock:
+            self._objects.update(objects)
+
+    def get_ref(self, name: str) -> RefRecord | None:
+        return self._refs.get(name)
+
+    def list_refs(self) -> list[RefRecord]:
+        with self._lock:
+            refs = list(self._refs.values())
+        return sorted(refs, key=lambda r: r.name)
+
+    def create_ref(self, ref: RefRecord, objects: Mapping[str, bytes] | None = None) -> None:
+        with self._lock:
+            if ref.name in self._refs:
+                raise RefAlreadyExists(ref.name)
+            if objects:
+                self._objects.update(objects)
+            self._refs[ref.name] = ref
+
+    def update_ref(
+        self,
+        name: str,
+        expected: str,
+        new: str,
+        objects: Mapping[str, bytes] | None = None,
+    ) -> None:
+        with self._lock:
+            cur = self._refs.get(name)
+            if cur is None:
+                raise RefMissing(name)
+            if cur.hash != expected:
+                raise RefConditionFailed(name, expected, cur.hash)
+            if objects:
+                self._objects.update(objects)
+            self._refs[name] = RefRecord(name, cur.type, new)
+
+    def delete_ref(self, name: str, expected: str) -> None:
+        with self._lock:
+            cur = self._refs.get(name)
+            if cur is None:
+                raise RefMissing(name)
+            if cur.hash != expected:
+                raise RefConditionFailed(name, expected, cur.hash)
+            del self._refs[name]
+
+    def get_meta(self, key: str) -> str | None:
+        return self._meta.get(key)
+
+    def set_meta_if_absent(self, key: str, value: str) -> str:
+        with self._lock:
+            return self._meta.setdefault(key, value)
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        with self._lock:
+            if value is None:
+                self._meta.pop(key, None)
+            else:
+                self._meta[key] = value

@@ -1,0 +1,1 @@
+"""Value model shared by every layer: content keys, content values and commit metadata."""

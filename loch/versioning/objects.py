@@ -1,0 +1,191 @@
+"""Typed access to the immutable objects of a repository, with a bounded cache.
+
+Three kinds of object live in the store, each tagged in its canonical bytes:
+commits (``"c"``), key-index nodes (``"n"``, see :mod:`loch.versioning.index`) and
+content values (``"v"``: the content dict and its optional documentation).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from loch.errors import ReferenceNotFoundError
+from loch.store import NO_ANCESTOR, Persist, canonical_bytes, object_id
+from loch.store.objects import decode
+from loch.versioning.index import Node, decode_node
+
+__all__ = ["Commit", "ObjectReader", "Value", "encode_commit", "encode_value"]
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """A commit: parents (first = direct parent), key-index root, metadata, operations.
+
+    ``gen`` is 1 + the largest parent generation (0 for the no-ancestor root) and
+    ``depth`` the number of commits on the first-parent chain, this one included.
+    ``ops`` are stored as ``["PUT", key, value id, content id, type]`` or
+    ``["DELETE", key]``.
+    """
+
+    id: str
+    parents: tuple[str, ...]
+    tree: str | None
+    meta: dict[str, Any]
+    ops: list[list[Any]]
+    gen: int
+    depth: int
+    time_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A stored content value with its documentation."""
+
+    id: str
+    content: dict[str, Any]
+    documentation: dict[str, Any] | None
+
+
+ROOT = Commit(NO_ANCESTOR, (), None, {}, [], 0, 0, 0)
+
+
+def encode_commit(
+    parents: list[str],
+    tree: str | None,
+    meta: dict[str, Any],
+    ops: list[list[Any]],
+    gen: int,
+    depth: int,
+    time_us: int,
+) -> tuple[str, bytes]:
+    """Canonical bytes and id of a commit."""
+    data = canonical_bytes(
+        [
+            "c",
+            {
+                "parents": parents,
+                "tree": tree,
+                "meta": meta,
+                "ops": ops,
+                "gen": gen,
+                "depth": depth,
+                "time_us": time_us,
+            },
+        ]
+    )
+    return object_id(data), data
+
+
+def encode_value(content: dict[str, Any], documentation: dict[str, Any] | None) -> tuple[str, bytes]:
+    """Canonical bytes and id of a content value."""
+    data = canonical_bytes(["v", content, documentation])
+    return object_id(data), data
+
+
+class _Lru:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._data: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            v = self._data.get(key)
+            if v is not None:
+                self._data.move_to_end(key)
+            return v
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.capacity:
+                self._data.popitem(last=False)
+
+
+class ObjectReader:
+    """Loads and decodes objects by id, keeping recently used ones (count-bounded LRU).
+
+    Objects are immutable, so a cached copy never goes stale, whichever process wrote it.
+    """
+
+    def __init__(self, persist: Persist, cache_size: int = 50_000) -> None:
+        self.persist = persist
+        self._cache = _Lru(cache_size)
+
+    def _fetch(self, ids: Iterable[str]) -> dict[str, Any]:
+        want = [i for i in ids]
+        found = self.persist.get_objects(want)
+        return {i: decode(b) for i, b in found.items()}
+
+    def node(self, node_id: str) -> Node:
+        """A key-index node (raises if missing: the store would be corrupt)."""
+        n = self._cache.get(node_id)
+        if n is None:
+            raw = self._fetch([node_id]).get(node_id)
+            if raw is None:
+                raise ReferenceNotFoundError(f"Key index node '{node_id}' is missing")
+            n = decode_node(node_id, raw)
+            self._cache.put(node_id, n)
+        return n  # type: ignore[no-any-return]
+
+    def commit(self, commit_id: str) -> Commit:
+        """A commit, or :class:`ReferenceNotFoundError` when it does not exist."""
+        if commit_id == NO_ANCESTOR:
+            return ROOT
+        c = self._cache.get(commit_id)
+        if c is None:
+            raw = self._fetch([commit_id]).get(commit_id)
+            if raw is None or raw[0] != "c":
+                raise ReferenceNotFoundError(f"Commit '{commit_id}' not found")
+            c = self._decode_commit(commit_id, raw)
+            self._cache.put(commit_id, c)
+        return c  # type: ignore[no-any-return]
+
+    def has_commit(self, commit_id: str) -> bool:
+        """Whether a commit with this id exists."""
+        try:
+            self.commit(commit_id)
+        except ReferenceNotFoundError:
+            return False
+        return True
+
+    @staticmethod
+    def _decode_commit(commit_id: str, raw: Any) -> Commit:
+        d = raw[1]
+        return Commit(
+            commit_id,
+            tuple(d["parents"]),
+            d["tree"],
+            d["meta"],
+            d["ops"],
+            d["gen"],
+            d["depth"],
+            d["time_us"],
+        )
+
+    def values(self, ids: Iterable[str]) -> dict[str, Value]:
+        """Content values by id (all must exist)."""
+        out: dict[str, Value] = {}
+        missing: list[str] = []
+        for i in ids:
+            v = self._cache.get(i)
+            if v is None:
+                missing.append(i)
+            else:
+                out[i] = v
+        if missing:
+            for i, raw in self._fetch(missing).items():
+                v = Value(i, raw[1], raw[2])
+                self._cache.put(i, v)
+                out[i] = v
+        return out
+
+    def remember(self, objects: MutableMapping[str, Any]) -> None:
+        """Cache decoded objects just written (commits, nodes, values)."""
+        for oid, obj in objects.items():
+            self._cache.put(oid, obj)
