@@ -1,0 +1,16 @@
+"""Entry point of the ``loch`` command."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group()
+@click.version_option(package_name="loch")
+def cli() -> None:
+    """Loch: a transactional catalog for data lakes with git-like semantics."""
+
+
+def main() -> None:
+    """Run the ``loch`` command line."""
+    cli()
