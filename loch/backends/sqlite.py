@@ -141,7 +141,7 @@ class SqlitePersist(Persist):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             rows = conn.execute(
-                f"SELECT id, data FROM objects WHERE id IN ({marks})",  # noqa: S608 - marks only
+                f"SELECT id, data FROM objects WHERE id IN ({marks})",
                 [bytes.fromhex(i) for i in chunk],
             ).fetchall()
             for oid, data in rows:

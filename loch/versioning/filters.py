@@ -12,6 +12,8 @@ from functools import lru_cache
 from typing import Any
 
 import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
 
 from loch.errors import BadRequestError
 from loch.model.keys import Key, encode_legacy
@@ -36,14 +38,14 @@ class CelFilter:
             BadRequestError: the expression failed (unknown field, type mismatch) or did
                 not give a boolean.
         """
-        activation = {k: celpy.json_to_cel(v) for k, v in variables.items()}
+        activation = {k: json_to_cel(v) for k, v in variables.items()}
         try:
             result = self._program.evaluate(activation)
         except Exception as e:
             raise BadRequestError(f"Failed to evaluate filter '{self.expression}': {e}") from None
         if isinstance(result, Exception):
             raise BadRequestError(f"Failed to evaluate filter '{self.expression}': {result}")
-        if not isinstance(result, celpy.celtypes.BoolType):
+        if not isinstance(result, celtypes.BoolType):
             raise BadRequestError(f"Filter '{self.expression}' must evaluate to a boolean")
         return bool(result)
 

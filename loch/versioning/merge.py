@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -168,7 +169,9 @@ class MergeMixin(StoreCore):
         pending.objects[vid] = data
         return (content["id"], content["type"], vid)
 
-    def _check_modes(self, modes: Sequence[KeyMergeMode], changed: set[Key]) -> dict[Key, KeyMergeMode]:
+    def _check_modes(
+        self, modes: Sequence[KeyMergeMode], changed: set[Key]
+    ) -> dict[Key, KeyMergeMode]:
         out: dict[Key, KeyMergeMode] = {}
         for m in modes:
             if m.key not in changed:
@@ -304,7 +307,7 @@ class MergeMixin(StoreCore):
         srcs = [validate_hash(h, "hash to transplant") for h in hashes]
         self._source(from_ref_name, srcs[-1])
         commits = [self.commit_of(h) for h in srcs]
-        for prev, cur in zip(commits, commits[1:], strict=False):
+        for prev, cur in itertools.pairwise(commits):
             if not cur.parents or cur.parents[0] != prev.id:
                 raise BadRequestError("Sequence of hashes is not contiguous.")
         started = time.monotonic()
@@ -320,7 +323,7 @@ class MergeMixin(StoreCore):
             conflicts: list[Conflict] = []
             new_commits: list[Commit] = []
             seen: set[Key] = set()
-            all_changed = set()
+            all_changed: set[Key] = set()
             per_commit = []
             for c in commits:
                 ptree = self.commit_of(c.parents[0]).tree if c.parents else None

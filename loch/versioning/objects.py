@@ -80,7 +80,9 @@ def encode_commit(
     return object_id(data), data
 
 
-def encode_value(content: dict[str, Any], documentation: dict[str, Any] | None) -> tuple[str, bytes]:
+def encode_value(
+    content: dict[str, Any], documentation: dict[str, Any] | None
+) -> tuple[str, bytes]:
     """Canonical bytes and id of a content value."""
     data = canonical_bytes(["v", content, documentation])
     return object_id(data), data

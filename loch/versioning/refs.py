@@ -122,7 +122,7 @@ def parse_ref_spec(text: str, default_branch: str) -> RefSpec:
     else:
         name = head or None
         if name is not None and HASH_RE.match(name) and not REF_NAME_RE.match(name):
-            name, hash_ = None, name.lower()
+            hash_, name = name.lower(), None
     if name == "-":
         name = default_branch
     elif name is not None:

@@ -11,6 +11,7 @@ the branch in between.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
@@ -114,10 +115,8 @@ class StoreCore:
         created = self.persist.set_meta_if_absent("created", format_time(self.clock()))
         self.created_at = created
         if self.persist.get_meta("initialized") is None:
-            try:
+            with contextlib.suppress(RefAlreadyExists):
                 self.persist.create_ref(RefRecord(self.default_branch, "BRANCH", NO_ANCESTOR))
-            except RefAlreadyExists:
-                pass
             self.persist.set_meta("initialized", "1")
 
     # -- helpers ------------------------------------------------------------------------
@@ -273,7 +272,7 @@ class StoreCore:
             rec = self.persist.get_ref(name)
             if rec is None:
                 if h is None and HASH_RE.match(name):
-                    name, h = None, name.lower()
+                    h, name = name.lower(), None
                 else:
                     raise ReferenceNotFoundError(f"Named reference '{name}' not found")
             else:
