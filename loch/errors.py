@@ -53,21 +53,25 @@ __all__ = [
 
 
 class ErrorCode(enum.Enum):
-    """Nessie's error codes, each with its HTTP status and reason phrase."""
+    """Nessie's error codes, each with its HTTP status and reason phrase.
 
-    BAD_REQUEST = (400, "Bad Request")
-    FORBIDDEN = (403, "Forbidden")
-    REFERENCE_NOT_FOUND = (404, "Not Found")
-    CONTENT_NOT_FOUND = (404, "Not Found")
-    NAMESPACE_NOT_FOUND = (404, "Not Found")
-    REFERENCE_ALREADY_EXISTS = (409, "Conflict")
-    REFERENCE_CONFLICT = (409, "Conflict")
-    NAMESPACE_ALREADY_EXISTS = (409, "Conflict")
-    NAMESPACE_NOT_EMPTY = (409, "Conflict")
-    UNSUPPORTED_MEDIA_TYPE = (415, "Unsupported Media Type")
-    TOO_MANY_REQUESTS = (429, "Too Many Requests")
-    UNKNOWN = (500, "Internal Server Error")
-    SERVICE_UNAVAILABLE = (503, "Service Unavailable")
+    Values are ``(status, reason, name)``: the name keeps members with the same status
+    distinct (an Enum merges members of equal value into aliases).
+    """
+
+    BAD_REQUEST = (400, "Bad Request", "BAD_REQUEST")
+    FORBIDDEN = (403, "Forbidden", "FORBIDDEN")
+    REFERENCE_NOT_FOUND = (404, "Not Found", "REFERENCE_NOT_FOUND")
+    CONTENT_NOT_FOUND = (404, "Not Found", "CONTENT_NOT_FOUND")
+    NAMESPACE_NOT_FOUND = (404, "Not Found", "NAMESPACE_NOT_FOUND")
+    REFERENCE_ALREADY_EXISTS = (409, "Conflict", "REFERENCE_ALREADY_EXISTS")
+    REFERENCE_CONFLICT = (409, "Conflict", "REFERENCE_CONFLICT")
+    NAMESPACE_ALREADY_EXISTS = (409, "Conflict", "NAMESPACE_ALREADY_EXISTS")
+    NAMESPACE_NOT_EMPTY = (409, "Conflict", "NAMESPACE_NOT_EMPTY")
+    UNSUPPORTED_MEDIA_TYPE = (415, "Unsupported Media Type", "UNSUPPORTED_MEDIA_TYPE")
+    TOO_MANY_REQUESTS = (429, "Too Many Requests", "TOO_MANY_REQUESTS")
+    UNKNOWN = (500, "Internal Server Error", "UNKNOWN")
+    SERVICE_UNAVAILABLE = (503, "Service Unavailable", "SERVICE_UNAVAILABLE")
 
     @property
     def status(self) -> int:

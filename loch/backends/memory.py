@@ -18,6 +18,7 @@ class MemoryPersist(Persist):
         self._objects: dict[str, bytes] = {}
         self._refs: dict[str, RefRecord] = {}
         self._meta: dict[str, str] = {}
+        self._ref_log: dict[str, list[str]] = {}
 
     def get_objects(self, ids: Sequence[str]) -> dict[str, bytes]:
         objs = self._objects
@@ -42,6 +43,7 @@ class MemoryPersist(Persist):
             if objects:
                 self._objects.update(objects)
             self._refs[ref.name] = ref
+            self._ref_log.setdefault(ref.name, []).append(ref.hash)
 
     def update_ref(
         self,
@@ -59,6 +61,7 @@ class MemoryPersist(Persist):
             if objects:
                 self._objects.update(objects)
             self._refs[name] = RefRecord(name, cur.type, new)
+            self._ref_log.setdefault(name, []).append(new)
 
     def delete_ref(self, name: str, expected: str) -> None:
         with self._lock:
@@ -68,6 +71,10 @@ class MemoryPersist(Persist):
             if cur.hash != expected:
                 raise RefConditionFailed(name, expected, cur.hash)
             del self._refs[name]
+
+    def ref_log(self, name: str, limit: int) -> list[str]:
+        with self._lock:
+            return list(reversed(self._ref_log.get(name, [])[-limit:]))
 
     def get_meta(self, key: str) -> str | None:
         return self._meta.get(key)

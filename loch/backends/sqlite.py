@@ -31,6 +31,16 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE TABLE repo_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     """,
+    # 2: history of reference pointers (recent-changes)
+    """
+    CREATE TABLE ref_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX ref_log_name ON ref_log (name, seq);
+    """,
 ]
 """Numbered schema migrations: entry ``i`` brings the schema to version ``i + 1``."""
 
@@ -163,9 +173,11 @@ class SqlitePersist(Persist):
     # -- references ----------------------------------------------------------------------
 
     def get_ref(self, name: str) -> RefRecord | None:
-        row = self._reader().execute(
-            "SELECT name, type, hash FROM refs WHERE name = ?", (name,)
-        ).fetchone()
+        row = (
+            self._reader()
+            .execute("SELECT name, type, hash FROM refs WHERE name = ?", (name,))
+            .fetchone()
+        )
         return RefRecord(*row) if row else None
 
     def list_refs(self) -> list[RefRecord]:
@@ -181,6 +193,7 @@ class SqlitePersist(Persist):
                 "INSERT INTO refs (name, type, hash) VALUES (?, ?, ?)",
                 (ref.name, ref.type, ref.hash),
             )
+            self._log_ref(conn, ref.name, ref.hash)
 
     def _check(self, conn: sqlite3.Connection, name: str, expected: str) -> None:
         row = conn.execute("SELECT hash FROM refs WHERE name = ?", (name,)).fetchone()
@@ -202,6 +215,19 @@ class SqlitePersist(Persist):
             if cur.rowcount != 1:
                 self._check(conn, name, expected)
             self._insert_objects(conn, objects)
+            self._log_ref(conn, name, new)
+
+    @staticmethod
+    def _log_ref(conn: sqlite3.Connection, name: str, hash_: str) -> None:
+        conn.execute(
+            "INSERT INTO ref_log (name, hash, at) VALUES (?, ?, ?)", (name, hash_, time.time())
+        )
+
+    def ref_log(self, name: str, limit: int) -> list[str]:
+        rows = self._reader().execute(
+            "SELECT hash FROM ref_log WHERE name = ? ORDER BY seq DESC LIMIT ?", (name, limit)
+        )
+        return [r[0] for r in rows]
 
     def delete_ref(self, name: str, expected: str) -> None:
         with self._write() as conn:
@@ -212,16 +238,12 @@ class SqlitePersist(Persist):
     # -- repository settings -------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
-        row = self._reader().execute(
-            "SELECT value FROM repo_meta WHERE key = ?", (key,)
-        ).fetchone()
+        row = self._reader().execute("SELECT value FROM repo_meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta_if_absent(self, key: str, value: str) -> str:
         with self._write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO repo_meta (key, value) VALUES (?, ?)", (key, value)
-            )
+            conn.execute("INSERT OR IGNORE INTO repo_meta (key, value) VALUES (?, ?)", (key, value))
             row = conn.execute("SELECT value FROM repo_meta WHERE key = ?", (key,)).fetchone()
         return str(row[0])
 

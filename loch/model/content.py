@@ -100,13 +100,7 @@ class _HiveDatabase(_Base):
 
 
 _AnyContent = Annotated[
-    _IcebergTable
-    | _IcebergView
-    | _DeltaLakeTable
-    | _Namespace
-    | _Udf
-    | _HiveTable
-    | _HiveDatabase,
+    _IcebergTable | _IcebergView | _DeltaLakeTable | _Namespace | _Udf | _HiveTable | _HiveDatabase,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(_AnyContent)

@@ -44,9 +44,7 @@ def validate_key(elements: Sequence[str]) -> Key:
     if not isinstance(elements, (list, tuple)) or not elements:
         raise BadRequestError("Content key must have at least one element")
     if len(elements) > MAX_ELEMENTS:
-        raise BadRequestError(
-            f"Key too long, max allowed number of elements: {MAX_ELEMENTS}"
-        )
+        raise BadRequestError(f"Key too long, max allowed number of elements: {MAX_ELEMENTS}")
     total = 0
     for e in elements:
         if not isinstance(e, str):
@@ -56,8 +54,7 @@ def validate_key(elements: Sequence[str]) -> Key:
         for ch in e:
             if ord(ch) < 0x20 or ord(ch) == 0x7F:
                 raise BadRequestError(
-                    "An object key must not contain control characters "
-                    f"(element {e!r})"
+                    f"An object key must not contain control characters (element {e!r})"
                 )
         total += len(e)
     if total + len(elements) - 1 > MAX_KEY_LENGTH:

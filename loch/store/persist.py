@@ -127,6 +127,11 @@ class Persist(abc.ABC):
         """
 
     @abc.abstractmethod
+    def ref_log(self, name: str, limit: int) -> list[str]:
+        """Hashes ``name`` pointed at, newest first (its current hash included), at most
+        ``limit``. Written with every create and update of the reference."""
+
+    @abc.abstractmethod
     def get_meta(self, key: str) -> str | None:
         """A repository-level setting (e.g. creation time), or None."""
 

@@ -92,9 +92,7 @@ def namespace_conflicts(
     return out
 
 
-def apply_overlay(
-    base: KeyLookup, overlay: Mapping[Key, LeafValue | None]
-) -> KeyLookup:
+def apply_overlay(base: KeyLookup, overlay: Mapping[Key, LeafValue | None]) -> KeyLookup:
     """A lookup of ``base`` with pending edits on top."""
 
     def lookup(key: Key) -> LeafValue | None:

@@ -286,9 +286,7 @@ def get(load: NodeLoader, root_id: str | None, key: Key) -> LeafValue | None:
     return None
 
 
-def get_many(
-    load: NodeLoader, root_id: str | None, keys: Sequence[Key]
-) -> dict[Key, LeafValue]:
+def get_many(load: NodeLoader, root_id: str | None, keys: Sequence[Key]) -> dict[Key, LeafValue]:
     """Leaf values of those ``keys`` that exist."""
     out: dict[Key, LeafValue] = {}
     for k in keys:

@@ -92,9 +92,7 @@ def check_unique_keys(ops: list[Operation]) -> None:
         kinds = seen.setdefault(op.key, [])
         kinds.append(type(op).__name__)
         if len(kinds) > 1 and sorted(kinds) != ["Delete", "Put"]:
-            raise BadRequestError(
-                f"Duplicate key in commit operations: '{key_str(op.key)}'"
-            )
+            raise BadRequestError(f"Duplicate key in commit operations: '{key_str(op.key)}'")
 
 
 def format_time(us: int) -> str:
@@ -134,9 +132,7 @@ def normalize_meta(meta: Any, committer: str, now_us: int) -> dict[str, Any]:
     message = meta.get("message") or ""
     if not isinstance(message, str):
         raise BadRequestError("Commit message must be a string")
-    authors = _str_list(meta.get("authors"), "authors") or _str_list(
-        meta.get("author"), "author"
-    )
+    authors = _str_list(meta.get("authors"), "authors") or _str_list(meta.get("author"), "author")
     signed = _str_list(meta.get("allSignedOffBy"), "allSignedOffBy") or _str_list(
         meta.get("signedOffBy"), "signedOffBy"
     )

@@ -149,9 +149,9 @@ class ReadsMixin(MergeMixin):
 
     # -- entries ------------------------------------------------------------------------------
 
-    def _scan_range(self, tree: str | None, rng: KeyRange, after: Key | None) -> Iterator[
-        tuple[Key, LeafValue]
-    ]:
+    def _scan_range(
+        self, tree: str | None, rng: KeyRange, after: Key | None
+    ) -> Iterator[tuple[Key, LeafValue]]:
         if rng.keys:
             wanted = sorted(set(rng.keys))
             found = index.get_many(self.load_node, tree, wanted)

@@ -20,9 +20,7 @@ __all__ = [
 
 HASH_RE = re.compile(r"^[0-9a-fA-F]{8,64}$")
 REF_NAME_RE = re.compile(r"^(?:[A-Za-z](?:(?:(?![.][.])[A-Za-z0-9./_-])*[A-Za-z0-9_-])?)$")
-_RELATIVE_RE = re.compile(
-    r"([~*^])(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z|[0-9]+)"
-)
+_RELATIVE_RE = re.compile(r"([~*^])(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z|[0-9]+)")
 _RESERVED = {"HEAD", "DETACHED"}
 
 

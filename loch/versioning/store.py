@@ -466,9 +466,9 @@ class StoreCore:
     ) -> list[Conflict]:
         """Namespace rules for ``edits`` applied to ``tree`` (``before``: touched keys)."""
         new_keys = [
-            k for k, v in edits.items() if v is not None and len(k) > 1 and (
-                k not in before or before[k][0] != v[0]
-            )
+            k
+            for k, v in edits.items()
+            if v is not None and len(k) > 1 and (k not in before or before[k][0] != v[0])
         ]
         deleted_ns = [
             k

@@ -1,0 +1,80 @@
+"""The ASGI application: :func:`create_app` wires settings, store, routes and errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from starlette.responses import JSONResponse
+
+from loch.api import v1, v2
+from loch.api.errors import error_body, install_error_handlers
+from loch.api.middleware import RawPathMiddleware, RequestBodyMiddleware
+from loch.backends import open_store
+from loch.config import Settings
+from loch.errors import LochError
+from loch.store import Persist
+from loch.versioning import VersionStore
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: Settings, persist: Persist | None = None) -> FastAPI:
+    """Build the Loch server for ``settings``.
+
+    The store is opened when the app starts (or ``persist`` is used as given) and
+    closed when it stops.
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if getattr(app.state, "version_store", None) is None:
+            _open(app)
+        try:
+            yield
+        finally:
+            vs: VersionStore | None = getattr(app.state, "version_store", None)
+            if vs is not None and persist is None:
+                vs.persist.close()
+            app.state.version_store = None
+
+    def _open(app: FastAPI) -> None:
+        p = persist if persist is not None else open_store(settings.store_url)
+        app.state.version_store = VersionStore(
+            p, default_branch=settings.default_branch, cache_size=settings.cache_size
+        )
+
+    app = FastAPI(
+        title="Loch",
+        summary="A transactional catalog for data lakes with git-like semantics "
+        "(Nessie REST API v1 and v2).",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.version_store = None
+    install_error_handlers(app)
+    app.include_router(v2.router)
+    app.include_router(v1.router)
+
+    @app.get("/healthz", tags=["ops"], summary="Liveness")
+    def healthz() -> JSONResponse:
+        return JSONResponse({"status": "UP"})
+
+    @app.get("/readyz", tags=["ops"], summary="Readiness: the store answers")
+    def readyz(request: Request) -> JSONResponse:
+        vs: VersionStore | None = request.app.state.version_store
+        if vs is None:
+            return JSONResponse(
+                error_body(503, "Store not open", "SERVICE_UNAVAILABLE"), status_code=503
+            )
+        try:
+            vs.persist.get_ref(vs.default_branch)
+        except LochError as e:
+            return JSONResponse(error_body(503, e.message, "SERVICE_UNAVAILABLE"), status_code=503)
+        return JSONResponse({"status": "UP"})
+
+    app.add_middleware(RequestBodyMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RawPathMiddleware)
+    return app
