@@ -9,7 +9,7 @@ STORE ?=
 $(BIN)/loch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,postgres]'
 	touch $(BIN)/loch
 
 install: $(BIN)/loch
