@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STORE ?=
 
-.PHONY: install serve test lint typecheck bench clean
+.PHONY: install system-deps serve test lint bench clean
 
 $(BIN)/loch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,10 @@ lint: install
 	$(BIN)/ruff check loch tests bench
 	$(BIN)/mypy
 
-test: install
+system-deps:
+	bash scripts/system-deps.sh
+
+test: install system-deps
 	$(BIN)/ruff check loch tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q
