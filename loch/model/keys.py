@@ -57,7 +57,7 @@ def validate_key(elements: Sequence[str]) -> Key:
                     f"An object key must not contain control characters (element {e!r})"
                 )
         total += len(e)
-    if total + len(elements) - 1 > MAX_KEY_LENGTH:
+    if total > MAX_KEY_LENGTH:  # Nessie counts the elements' characters
         raise BadRequestError(f"Key too long, max allowed length: {MAX_KEY_LENGTH}")
     return tuple(elements)
 

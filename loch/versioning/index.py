@@ -331,30 +331,42 @@ def scan(
             stack.append((load(node.vals[idx]), 0))
 
 
+class _Ref:
+    """An unexpanded subtree on a diff frontier: compared by id before it is read."""
+
+    __slots__ = ("id", "level")
+
+    def __init__(self, node_id: str, level: int) -> None:
+        self.id = node_id
+        self.level = level
+
+
 def diff(
     load: NodeLoader, a_id: str | None, b_id: str | None
 ) -> Iterator[tuple[Key, LeafValue | None, LeafValue | None]]:
     """Keys whose leaf values differ between two trees, in key order.
 
     Equal subtrees are skipped without being read: dropping the same entries from both
-    ordered streams leaves the rest of the comparison unchanged.
+    ordered streams leaves the rest of the comparison unchanged. Only subtrees whose
+    ids differ are loaded, so the cost follows the number of differences.
     """
     if a_id == b_id:
         return
-    # Each frontier is a stack (front = last item) of nodes and leaf entries.
-    fa: list[Any] = [load(a_id)] if a_id else []
-    fb: list[Any] = [load(b_id)] if b_id else []
+    # Each frontier is a stack (front = last item) of subtree refs and leaf entries.
+    fa: list[Any] = [_Ref(a_id, load(a_id).level)] if a_id else []
+    fb: list[Any] = [_Ref(b_id, load(b_id).level)] if b_id else []
 
     def expand(stack: list[Any]) -> None:
-        node: Node = stack.pop()
+        node = load(stack.pop().id)
         if node.level == 0:
             stack.extend(reversed(list(zip(node.keys, node.vals, strict=True))))
         else:
-            stack.extend(load(c) for c in reversed(node.vals))
+            level = node.level - 1
+            stack.extend(_Ref(c, level) for c in reversed(node.vals))
 
     while fa and fb:
         x, y = fa[-1], fb[-1]
-        xn, yn = isinstance(x, Node), isinstance(y, Node)
+        xn, yn = isinstance(x, _Ref), isinstance(y, _Ref)
         if xn and yn:
             if x.id == y.id:
                 fa.pop()
@@ -383,13 +395,13 @@ def diff(
                 fb.pop()
                 yield yk, None, yv
     while fa:
-        if isinstance(fa[-1], Node):
+        if isinstance(fa[-1], _Ref):
             expand(fa)
         else:
             k, v = fa.pop()
             yield k, v, None
     while fb:
-        if isinstance(fb[-1], Node):
+        if isinstance(fb[-1], _Ref):
             expand(fb)
         else:
             k, v = fb.pop()

@@ -257,15 +257,14 @@ class MergeMixin(StoreCore):
                 return result
             if meta is None:
                 meta = {}
-            meta_n = normalize_meta(meta, committer, self.clock())
+            now = self.clock()
+            meta_n = normalize_meta(meta, committer, now)
             if not meta_n["message"]:
                 meta_n["message"] = message or (
                     f"Merged {from_ref_name or 'DETACHED'} at {src} into {branch} at {head}"
                 )
             tree = self._update_tree(pending, head_c.tree, edits)
-            c = self._new_commit(
-                pending, [head, src], tree, meta_n, _stored_ops(edits), self.clock()
-            )
+            c = self._new_commit(pending, [head, src], tree, meta_n, _stored_ops(edits), now)
             if self._publish(branch, head, c.id, pending):
                 result.was_applied = True
                 result.resultant_target_hash = c.id

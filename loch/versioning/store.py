@@ -27,7 +27,8 @@ from loch.errors import (
     ReferenceNotFoundError,
     TooManyRequestsError,
 )
-from loch.model.keys import Key, key_str
+from loch.model.content import parse_content
+from loch.model.keys import Key, key_str, validate_key
 from loch.store import NO_ANCESTOR, Persist, RefAlreadyExists, RefConditionFailed, RefRecord
 from loch.store.persist import RefMissing
 from loch.versioning import index
@@ -357,7 +358,7 @@ class StoreCore:
             ReferenceConflictError: key conflicts or namespace rules (all reported).
         """
         expected = self.resolve_branch_write(branch, expected, "Commit")
-        ops = list(operations)
+        ops = [_normalized(op) for op in operations]
         if not ops:
             raise BadRequestError("A commit must have at least one operation")
         check_unique_keys(ops)
@@ -493,6 +494,18 @@ class StoreCore:
             return None
 
         return namespace_conflicts(new_keys, deleted_ns, after, first_child)
+
+
+def _normalized(op: Operation) -> Operation:
+    """Validate a PUT's content (whoever built the operation) and tie a namespace's
+    elements to its key."""
+    validate_key(op.key)
+    if not isinstance(op, Put):
+        return op
+    content = parse_content(op.content)
+    if content["type"] == "NAMESPACE":
+        content["elements"] = list(op.key)
+    return Put(op.key, content, op.documentation)
 
 
 def _check_uuid(cid: str, ks: str) -> None:
