@@ -49,6 +49,7 @@ __all__ = [
     "UnknownError",
     "UnsupportedMediaTypeError",
     "error_for_code",
+    "error_from_json",
 ]
 
 
@@ -274,10 +275,55 @@ ERROR_CLASSES: dict[ErrorCode, type[LochError]] = {
 """Error code → exception class; the client maps ``errorCode`` back through this."""
 
 
+_STATUS_FALLBACK: dict[int, type[LochError]] = {
+    400: BadRequestError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ReferenceConflictError,
+    415: UnsupportedMediaTypeError,
+    429: TooManyRequestsError,
+    503: ServiceUnavailableError,
+}
+
+
 def error_for_code(code: str, message: str) -> LochError:
     """The exception for a wire ``errorCode`` (unknown codes give :class:`UnknownError`)."""
     try:
         cls = ERROR_CLASSES[ErrorCode[code]]
     except KeyError:
         cls = UnknownError
+    return cls(message)
+
+
+def error_from_json(status: int, body: Any) -> LochError:
+    """Rebuild the exception a server raised from its Nessie error body.
+
+    The ``errorCode`` decides the class (the HTTP status when the code is missing or
+    unknown); conflicts and the content key of ``errorDetails`` are restored.
+    """
+    if not isinstance(body, dict):
+        body = {}
+    message = str(body.get("message") or f"HTTP {status}")
+    code = body.get("errorCode")
+    cls: type[LochError] = UnknownError
+    if isinstance(code, str) and code in ErrorCode.__members__:
+        cls = ERROR_CLASSES[ErrorCode[code]]
+    elif status in _STATUS_FALLBACK:
+        cls = _STATUS_FALLBACK[status]
+    details = body.get("errorDetails") or {}
+    if cls is ReferenceConflictError:
+        conflicts = []
+        for c in details.get("conflicts") or []:
+            try:
+                ctype = ConflictType(c.get("conflictType"))
+            except ValueError:
+                ctype = ConflictType.UNKNOWN
+            key = c.get("key")
+            conflicts.append(
+                Conflict(ctype, tuple(key["elements"]) if key else None, c.get("message", ""))
+            )
+        return ReferenceConflictError(message, conflicts)
+    if cls is ContentNotFoundError:
+        key = details.get("contentKey")
+        return ContentNotFoundError(message, tuple(key["elements"]) if key else None)
     return cls(message)

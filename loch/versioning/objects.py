@@ -182,7 +182,10 @@ class ObjectReader:
                 out[i] = v
         if missing:
             for i, raw in self._fetch(missing).items():
-                v = Value(i, raw[1], raw[2])
+                content = raw[1]
+                # canonical bytes sort the fields; answer them with type and id first
+                ordered = {"type": content["type"], "id": content.get("id"), **content}
+                v = Value(i, ordered, raw[2])
                 self._cache.put(i, v)
                 out[i] = v
         return out
