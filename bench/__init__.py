@@ -1,0 +1,1 @@
+"""Loch benchmarks; ``python -m bench`` runs them all (see :mod:`bench.scale`)."""
