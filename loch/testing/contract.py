@@ -429,6 +429,56 @@ class PersistContract:
         with pytest.raises(RefMissing):
             persist.update_ref("gone", commit_hash("0"), commit_hash("1"))
 
+    # reference log -------------------------------------------------------------------------
+
+    def test_ref_log_records_create_and_updates(self, persist: Persist) -> None:
+        """The log lists every hash a reference pointed at, newest (current) first."""
+        assert persist.ref_log("main", 10) == []
+        persist.create_ref(RefRecord("main", "BRANCH", commit_hash("0")))
+        assert persist.ref_log("main", 10) == [commit_hash("0")]
+        for i in range(1, 6):
+            persist.update_ref("main", commit_hash(str(i - 1)), commit_hash(str(i)))
+        assert persist.ref_log("main", 10) == [commit_hash(str(i)) for i in range(5, -1, -1)]
+        assert persist.ref_log("main", 2) == [commit_hash("5"), commit_hash("4")]
+        assert persist.ref_log("main", 1) == [commit_hash("5")]
+        # every update is logged, also one to the same hash
+        persist.update_ref("main", commit_hash("5"), commit_hash("5"))
+        assert persist.ref_log("main", 2) == [commit_hash("5"), commit_hash("5")]
+
+    def test_ref_log_is_per_reference(self, persist: Persist) -> None:
+        """Each reference has its own log; unknown names have an empty one."""
+        persist.create_ref(RefRecord("main", "BRANCH", commit_hash("m0")))
+        persist.create_ref(RefRecord("日本語", "TAG", commit_hash("t0")))
+        persist.update_ref("main", commit_hash("m0"), commit_hash("m1"))
+        assert persist.ref_log("main", 10) == [commit_hash("m1"), commit_hash("m0")]
+        assert persist.ref_log("日本語", 10) == [commit_hash("t0")]
+        assert persist.ref_log("nope", 10) == []
+
+    def test_ref_log_skips_failed_changes(self, persist: Persist) -> None:
+        """Failed creations and failed CAS updates leave no log entry."""
+        persist.create_ref(RefRecord("main", "BRANCH", commit_hash("0")))
+        with pytest.raises(RefAlreadyExists):
+            persist.create_ref(RefRecord("main", "BRANCH", commit_hash("dup")))
+        with pytest.raises(RefConditionFailed):
+            persist.update_ref("main", commit_hash("stale"), commit_hash("x"))
+        with pytest.raises(RefMissing):
+            persist.update_ref("nope", commit_hash("0"), commit_hash("x"))
+        assert persist.ref_log("main", 10) == [commit_hash("0")]
+        assert persist.ref_log("nope", 10) == []
+
+    def test_ref_log_after_recreate(self, persist: Persist) -> None:
+        """A reference deleted and created again logs its new hash as the newest."""
+        persist.create_ref(RefRecord("dev", "BRANCH", commit_hash("0")))
+        persist.delete_ref("dev", commit_hash("0"))
+        persist.create_ref(RefRecord("dev", "BRANCH", commit_hash("1")))
+        assert persist.ref_log("dev", 1) == [commit_hash("1")]
+
+    def test_ref_log_limit_zero(self, persist: Persist) -> None:
+        """``limit`` is a maximum: a limit of 0 answers nothing."""
+        persist.create_ref(RefRecord("main", "BRANCH", commit_hash("0")))
+        persist.update_ref("main", commit_hash("0"), commit_hash("1"))
+        assert persist.ref_log("main", 0) == []
+
     # concurrency ---------------------------------------------------------------------------
 
     def test_concurrent_cas_loses_no_update(self, persist: Persist) -> None:
@@ -550,6 +600,7 @@ class DurablePersistContract:
             RefRecord("v1", "TAG", commit_hash("t")),
         ]
         assert second.get_ref("gone") is None
+        assert second.ref_log("main", 5) == [commit_hash("1"), commit_hash("0")]
         assert second.get_meta("created") == "now"
         assert second.get_meta("removed") is None
         # and it is writable, with CAS against the persisted state
