@@ -71,23 +71,59 @@ def _migration_rows(path: Path) -> list[tuple[int, float]]:
 
 
 def test_schema_migrations_records_version_1(db_path: Path) -> None:
-    """A new file is migrated to version 1, recorded once, and reopening adds nothing."""
-    assert len(MIGRATIONS) == 1
+    """A new file records every migration once, starting at version 1, and reopening
+    adds nothing."""
+    latest = len(MIGRATIONS)
     p = SqlitePersist(str(db_path))
     try:
-        assert p.schema_version() == 1
+        assert p.schema_version() == latest
     finally:
         p.close()
     rows = _migration_rows(db_path)
-    assert [v for v, _ in rows] == [1]
-    assert rows[0][1] > 0
+    assert [v for v, _ in rows] == list(range(1, latest + 1))
+    assert rows[0][0] == 1
+    assert all(t > 0 for _, t in rows)
     for _ in range(2):
         again = SqlitePersist(str(db_path))
         try:
-            assert again.schema_version() == 1
+            assert again.schema_version() == latest
         finally:
             again.close()
     assert _migration_rows(db_path) == rows
+
+
+def test_old_schema_is_migrated_in_place(db_path: Path) -> None:
+    """A file left at schema version 1 is brought to the latest version on open,
+    keeping its objects, references and settings."""
+    objs = make_objects("old", 3)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        conn.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        for statement in MIGRATIONS[0].split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (1, 1.0)")
+        conn.executemany(
+            "INSERT INTO objects (id, data) VALUES (?, ?)",
+            [(bytes.fromhex(k), v) for k, v in objs.items()],
+        )
+        conn.execute("INSERT INTO refs VALUES ('main', 'BRANCH', ?)", (commit_hash("0"),))
+        conn.execute("INSERT INTO repo_meta VALUES ('created', 'long ago')")
+    finally:
+        conn.close()
+    p = SqlitePersist(str(db_path))
+    try:
+        assert p.schema_version() == len(MIGRATIONS)
+        assert p.get_objects(list(objs)) == objs
+        assert p.list_refs() == [RefRecord("main", "BRANCH", commit_hash("0"))]
+        assert p.get_meta("created") == "long ago"
+        p.update_ref("main", commit_hash("0"), commit_hash("1"))
+        assert p.get_ref("main") == RefRecord("main", "BRANCH", commit_hash("1"))
+    finally:
+        p.close()
+    assert [v for v, _ in _migration_rows(db_path)] == list(range(1, len(MIGRATIONS) + 1))
 
 
 def test_schema_tables_exist(db_path: Path) -> None:
