@@ -75,7 +75,7 @@ class MemoryPersist(Persist):
     def ref_log(self, name: str, limit: int) -> list[str]:
         with self._lock:
             log = self._ref_log.get(name, [])
-            return list(reversed(log[len(log) - limit :])) if limit > 0 else []
+            return list(reversed(log[max(0, len(log) - limit) :])) if limit > 0 else []
 
     def get_meta(self, key: str) -> str | None:
         return self._meta.get(key)
