@@ -10,12 +10,16 @@ that writers are serialised by SQLite's own locking.
 * One key from one expected hash: exactly one writer wins a round, the others get a
   ``VALUE_DIFFERS`` conflict.
 * Read-modify-write with retry on conflict: no update is lost.
+* The same with writer processes instead of threads (SQLite's file locks).
 * Many stores opening the same brand-new file at once all succeed.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +40,31 @@ SAME_KEY_ROUNDS = 15
 INCREMENTS_PER_THREAD = 25
 JOIN_TIMEOUT_S = 240.0
 FIRST_OPEN_TRIALS = 200
+PROCESSES = 4
+COMMITS_PER_PROCESS = 150
+
+# A writer process: commits COMMITS_PER_PROCESS new keys with the root as (stale)
+# expected hash once all writers are ready, then prints the hashes as JSON.
+PROCESS_WRITER = """
+import json, os, sys, time
+from loch.backends import open_store
+from loch.store import NO_ANCESTOR
+from loch.versioning import Put, VersionStore
+
+path, name, count, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+vs = VersionStore(open_store("sqlite:///" + path))
+print("READY", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.005)
+hashes = []
+for j in range(count):
+    content = {"type": "ICEBERG_TABLE", "metadataLocation": "s3://b/x.json",
+               "snapshotId": j, "schemaId": 0, "specId": 0, "sortOrderId": 0}
+    r = vs.commit("main", NO_ANCESTOR, {"message": f"{name}-{j}"},
+                  [Put((f"{name}_t{j:04d}",), content)])
+    hashes.append(r.hash)
+print(json.dumps(hashes), flush=True)
+"""
 
 MODES = ["shared", "per_thread"]
 
@@ -330,3 +359,58 @@ def test_many_stores_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> N
             assert [r.name for r in vs.list_references()] == ["main"]
         finally:
             vs.persist.close()
+
+
+def test_writer_processes_with_stale_expected_hash_all_land(tmp_path: Path) -> None:
+    db = tmp_path / "loch.db"
+    go = tmp_path / "go"
+    VersionStore(open_store(f"sqlite:///{db}")).persist.close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROCESS_WRITER, str(db), f"p{i}", str(COMMITS_PER_PROCESS),
+             str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(PROCESSES)
+    ]
+    outputs: list[tuple[str, str]] = []
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            assert p.stdout.readline() == "READY\n"
+        go.touch()
+        for p in procs:
+            out, err = p.communicate(timeout=JOIN_TIMEOUT_S)
+            outputs.append((out, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    landed = [h for out, _ in outputs for h in json.loads(out)]
+    assert len(set(landed)) == PROCESSES * COMMITS_PER_PROCESS
+
+    vs = VersionStore(open_store(f"sqlite:///{db}"))
+    try:
+        head = vs.get_reference("main").hash
+        log = full_log(vs, head)
+        assert len(log) == PROCESSES * COMMITS_PER_PROCESS
+        assert {c.id for c in log} == set(landed)
+        for newer, older in itertools.pairwise(log):
+            assert newer.parents == (older.id,)
+        assert log[-1].parents == (NO_ANCESTOR,)
+        chronological = [c.meta["message"] for c in reversed(log)]
+        switches = sum(
+            a.split("-")[0] != b.split("-")[0] for a, b in itertools.pairwise(chronological)
+        )
+        assert switches > 2 * PROCESSES, "the writer processes did not overlap"
+        for i in range(PROCESSES):
+            mine = [m for m in chronological if m.startswith(f"p{i}-")]
+            assert mine == [f"p{i}-{j}" for j in range(COMMITS_PER_PROCESS)]
+        assert len(all_entries(vs, head)) == PROCESSES * COMMITS_PER_PROCESS
+    finally:
+        vs.persist.close()
