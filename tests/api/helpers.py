@@ -388,7 +388,9 @@ class LiveServer:
             raise
 
 
-def start_server(store: str, log_path: Path, startup_timeout: float = 30.0) -> LiveServer:
+def start_server(
+    store: str, log_path: Path, startup_timeout: float = 30.0, log_level: str = "warning"
+) -> LiveServer:
     """Start ``loch serve --port <free> --store <store>`` and wait for ``/healthz``."""
     port = free_port()
     log_file = log_path.open("ab")
@@ -405,7 +407,7 @@ def start_server(store: str, log_path: Path, startup_timeout: float = 30.0) -> L
             "--store",
             store,
             "--log-level",
-            "warning",
+            log_level,
         ],
         stdout=log_file,
         stderr=subprocess.STDOUT,
@@ -429,9 +431,9 @@ def start_server(store: str, log_path: Path, startup_timeout: float = 30.0) -> L
 
 
 @contextmanager
-def live_server(store: str, log_path: Path) -> Iterator[LiveServer]:
+def live_server(store: str, log_path: Path, log_level: str = "warning") -> Iterator[LiveServer]:
     """A ``loch serve`` process for the duration of the block (stopped with SIGTERM)."""
-    server = start_server(store, log_path)
+    server = start_server(store, log_path, log_level=log_level)
     try:
         yield server
     finally:
