@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from loch.backends import open_store
@@ -30,9 +30,11 @@ NAMESPACE: Key = ("ns",)
 KEYS: list[Key] = [(f"k{i:02d}",) for i in range(12)] + [("ns", f"a{i:02d}") for i in range(8)]
 TYPES = ["ICEBERG_TABLE", "ICEBERG_VIEW", "DELTA_LAKE_TABLE"]
 
+# No explain phase: on a failure it re-runs the (stateful) test for minutes.
 SETTINGS = settings(
     max_examples=40,
     deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
