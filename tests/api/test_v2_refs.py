@@ -496,6 +496,12 @@ def test_recent_changes_current_and_previous(api: Api) -> None:
     for p in body["previous"]:
         assert set(p) == {"commitHash", "commitConsistency", "meta"}
 
+    # an assign is a change of the reference too
+    api.ok(api.c.put(f"{V2}/trees/dev%40{h2}", json={"type": "DETACHED", "hash": h1}))
+    body = api.ok(api.c.get(f"{V2}/trees/dev/recent-changes"))
+    assert body["current"]["commitHash"] == h1
+    assert body["previous"][0]["commitHash"] == h2
+
 
 def test_recent_changes_rejects_hash_and_unknown_ref(api: Api) -> None:
     assert_error(api.c.get(f"{V2}/trees/main%40{NO_ANCESTOR}/recent-changes"), 400, "BAD_REQUEST")
