@@ -438,6 +438,20 @@ def test_default_mode_force_overwrites(repo: VersionStore) -> None:
     assert location(vs, now, ("db", "b")) == "s3://b/dev"
 
 
+def test_force_applies_a_source_delete(repo: VersionStore) -> None:
+    vs = repo
+    commit(vs, "dev", [Delete(("db", "b"))])
+    update(vs, "main", ("db", "b"), "s3://b/main")
+    with pytest.raises(ReferenceConflictError) as ei:
+        merge(vs, "dev")
+    assert [(c.conflict_type, c.key) for c in ei.value.conflicts] == [
+        (CT.VALUE_DIFFERS, ("db", "b"))
+    ]
+    r = merge(vs, "dev", key_modes=[KeyMergeMode(("db", "b"), "FORCE")])
+    assert r.was_applied
+    assert ("db", "b") not in state(vs, head(vs))
+
+
 def test_default_mode_drop_skips(repo: VersionStore) -> None:
     vs = repo
     conflicting(vs)
