@@ -900,7 +900,7 @@ def test_server_owned_meta_fields_are_400(vs: VersionStore, meta: dict[str, Any]
 
 
 def test_null_server_owned_meta_fields_are_fine(vs: VersionStore) -> None:
-    meta = {
+    meta: dict[str, Any] = {
         "message": "m",
         "committer": None,
         "commitTime": None,

@@ -117,7 +117,7 @@ def random_commits(
     data: st.DataObject, vs: VersionStore, branch: str, allowed: list[Key], max_commits: int
 ) -> list[str]:
     """1..max_commits random commits on ``branch``; their hashes, oldest first."""
-    hashes = []
+    hashes: list[str] = []
     for _ in range(data.draw(st.integers(1, max_commits))):
         h = head(vs, branch)
         ops = draw_ops(data, entries(vs, h), allowed)
