@@ -404,10 +404,6 @@ def test_writer_processes_with_stale_expected_hash_all_land(tmp_path: Path) -> N
             assert newer.parents == (older.id,)
         assert log[-1].parents == (NO_ANCESTOR,)
         chronological = [c.meta["message"] for c in reversed(log)]
-        switches = sum(
-            a.split("-")[0] != b.split("-")[0] for a, b in itertools.pairwise(chronological)
-        )
-        assert switches > 2 * PROCESSES, "the writer processes did not overlap"
         for i in range(PROCESSES):
             mine = [m for m in chronological if m.startswith(f"p{i}-")]
             assert mine == [f"p{i}-{j}" for j in range(COMMITS_PER_PROCESS)]
