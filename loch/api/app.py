@@ -71,8 +71,9 @@ def create_app(settings: Settings, persist: Persist | None = None) -> FastAPI:
             )
         try:
             vs.persist.get_ref(vs.default_branch)
-        except LochError as e:
-            return JSONResponse(error_body(503, e.message, "SERVICE_UNAVAILABLE"), status_code=503)
+        except Exception as e:  # any failure of the store means "not ready"
+            message = e.message if isinstance(e, LochError) else f"Store failed: {e}"
+            return JSONResponse(error_body(503, message, "SERVICE_UNAVAILABLE"), status_code=503)
         return JSONResponse({"status": "UP"})
 
     app.add_middleware(RequestBodyMiddleware, max_bytes=settings.max_body_bytes)

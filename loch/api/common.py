@@ -30,7 +30,10 @@ def store(request: Request) -> VersionStore:
 
 def decode_param(value: str) -> str:
     """Decode a path parameter (the router leaves them percent-encoded)."""
-    return unquote(value, encoding="utf-8", errors="strict")
+    try:
+        return unquote(value, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise BadRequestError(f"Path parameter '{value}' is not valid UTF-8") from None
 
 
 def path_key(value: str) -> Key:
@@ -89,6 +92,8 @@ def write_target(request: Request, spec: RefSpec, what: str) -> tuple[str, str |
 
 def commit_meta_from_headers(request: Request, meta: dict[str, Any] | None) -> dict[str, Any]:
     """Merge the ``Nessie-Commit-*`` headers into a commit meta."""
+    if meta is not None and not isinstance(meta, dict):
+        raise BadRequestError("commitMeta must be a JSON object")
     out = dict(meta or {})
     h = request.headers
     if h.get("nessie-commit-message"):

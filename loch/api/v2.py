@@ -525,8 +525,11 @@ def merge_or_transplant(
 ) -> MergeResult:
     """Run a merge or transplant from a v1 or v2 request body."""
     from_ref = body.get("fromRefName")
-    if not from_ref:
-        raise BadRequestError("fromRefName must be provided")
+    if not from_ref or not isinstance(from_ref, str):
+        raise BadRequestError("fromRefName must be provided as a string")
+    for field in ("fromHash", "message", "defaultKeyMergeMode"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise BadRequestError(f"{field} must be a string")
     common: dict[str, Any] = {
         "key_modes": merge_modes(body),
         "default_mode": body.get("defaultKeyMergeMode"),

@@ -31,6 +31,8 @@ def serve(host: str | None, port: int | None, store_url: str | None, log_level: 
       loch serve --port 8080 --store sqlite:///var/lib/loch/loch.db
       LOCH_STORE=memory:// loch serve
     """
+    import signal
+
     import uvicorn
 
     from loch.api import create_app
@@ -40,6 +42,9 @@ def serve(host: str | None, port: int | None, store_url: str | None, log_level: 
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     click.echo(f"Loch serving {settings.store_url} on http://{settings.host}:{settings.port}")
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the
+    # previous handler in place; a no-op handler lets the process exit with status 0.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     uvicorn.run(
         create_app(settings),
         host=settings.host,

@@ -14,7 +14,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictInt,
     StrictStr,
     TypeAdapter,
     ValidationError,
@@ -42,6 +41,11 @@ class ContentType(enum.StrEnum):
     HIVE_DATABASE = "HIVE_DATABASE"
 
 
+# Java's long and int: Iceberg reads these fields into primitives.
+Long = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
+Int = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
+
+
 class _Base(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
     id: StrictStr | None = None
@@ -50,17 +54,17 @@ class _Base(BaseModel):
 class _IcebergTable(_Base):
     type: Literal["ICEBERG_TABLE"]
     metadataLocation: StrictStr
-    snapshotId: StrictInt = -1
-    schemaId: StrictInt = -1
-    specId: StrictInt = -1
-    sortOrderId: StrictInt = -1
+    snapshotId: Long = -1
+    schemaId: Int = -1
+    specId: Int = -1
+    sortOrderId: Int = -1
 
 
 class _IcebergView(_Base):
     type: Literal["ICEBERG_VIEW"]
     metadataLocation: StrictStr
-    versionId: StrictInt = -1
-    schemaId: StrictInt = -1
+    versionId: Long = -1
+    schemaId: Int = -1
     sqlText: StrictStr | None = None
     dialect: StrictStr | None = None
 

@@ -70,6 +70,8 @@ class MergeResult:
 
 
 def _behavior(value: str | None) -> str:
+    if value is not None and not isinstance(value, str):
+        raise BadRequestError("Merge behavior must be NORMAL, FORCE or DROP")
     b = (value or "NORMAL").upper()
     if b not in BEHAVIORS:
         raise BadRequestError(f"Merge behavior must be NORMAL, FORCE or DROP, not '{value}'")
@@ -330,8 +332,9 @@ class MergeMixin(StoreCore):
                 per_commit.append(changes)
                 all_changed.update(k for k, _, _ in changes)
             modes = self._check_modes(key_modes, all_changed)
+            load = self._loader(pending)
             for c, changes in zip(commits, per_commit, strict=True):
-                targets = index.get_many(self.load_node, tree, [k for k, _, _ in changes])
+                targets = index.get_many(load, tree, [k for k, _, _ in changes])
                 edits: dict[Key, LeafValue | None] = {}
                 for key, before, after in changes:
                     target = targets.get(key)
@@ -345,9 +348,11 @@ class MergeMixin(StoreCore):
                         conflicts.append(conflict)
                     elif value != target:
                         edits[key] = value
-                conflicts.extend(self._namespace_check(tree, targets, edits))
-                if conflicts or not edits:
+                conflicts.extend(self._namespace_check(tree, targets, edits, load))
+                if not edits:
                     continue
+                # Keep replaying after a conflict (nothing is published then), so that
+                # later commits are checked against their own earlier changes.
                 meta = dict(c.meta)
                 now = self.clock()
                 meta["committer"] = committer

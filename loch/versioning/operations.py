@@ -101,6 +101,22 @@ def format_time(us: int) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{us % 1_000_000:06d}Z"
 
 
+def _parse_instant(value: Any) -> int:
+    """An ISO-8601 instant (with ``Z`` or an offset) as epoch microseconds."""
+    if not isinstance(value, str):
+        raise BadRequestError("Commit meta 'authorTime' must be an ISO-8601 instant")
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadRequestError(
+            f"Commit meta 'authorTime' '{value}' is not an ISO-8601 instant"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    delta = dt - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
 def _str_list(value: Any, field: str) -> list[str]:
     if value is None:
         return []
@@ -152,8 +168,8 @@ def normalize_meta(meta: Any, committer: str, now_us: int) -> dict[str, Any]:
             props[str(k)] = [v]
     now = format_time(now_us)
     author_time = meta.get("authorTime")
-    if author_time is not None and not isinstance(author_time, str):
-        raise BadRequestError("Commit meta 'authorTime' must be an ISO-8601 string")
+    if author_time is not None:
+        _parse_instant(author_time)  # validated, kept as the author wrote it
     return {
         "committer": committer,
         "authors": authors or [committer],

@@ -163,19 +163,32 @@ class StoreCore:
         ops: list[list[Any]],
         time_us: int,
     ) -> Commit:
-        first = self.commit_of(parents[0])
-        gen = 1 + max(self.commit_of(p).gen for p in parents)
+        first = self._pending_commit(pending, parents[0])
+        gen = 1 + max(self._pending_commit(pending, p).gen for p in parents)
         cid, data = encode_commit(parents, tree, meta, ops, gen, first.depth + 1, time_us)
         commit = Commit(cid, tuple(parents), tree, meta, ops, gen, first.depth + 1, time_us)
         pending.objects[cid] = data
         pending.decoded[cid] = commit
         return commit
 
+    def _pending_commit(self, pending: _Pending, commit_id: str) -> Commit:
+        c = pending.decoded.get(commit_id)
+        return c if isinstance(c, Commit) else self.commit_of(commit_id)
+
+    def _loader(self, pending: _Pending) -> index.NodeLoader:
+        """A node loader that also sees the nodes built but not yet published."""
+
+        def load(node_id: str) -> Node:
+            n = pending.decoded.get(node_id)
+            return n if isinstance(n, Node) else self.load_node(node_id)
+
+        return load
+
     def _update_tree(
         self, pending: _Pending, tree: str | None, edits: dict[Key, LeafValue | None]
     ) -> str | None:
         created: dict[str, Node] = {}
-        root = index.update(self.load_node, tree, edits, pending.objects, created)
+        root = index.update(self._loader(pending), tree, edits, pending.objects, created)
         pending.decoded.update(created)
         return root
 
@@ -464,6 +477,7 @@ class StoreCore:
         tree: str | None,
         before: dict[Key, LeafValue],
         edits: dict[Key, LeafValue | None],
+        load: index.NodeLoader | None = None,
     ) -> list[Conflict]:
         """Namespace rules for ``edits`` applied to ``tree`` (``before``: touched keys)."""
         new_keys = [
@@ -478,14 +492,15 @@ class StoreCore:
         ]
         if not new_keys and not deleted_ns:
             return []
-        after = apply_overlay(lambda key: self.tree_get(tree, key), edits)
+        load = load or self.load_node
+        after = apply_overlay(lambda key: index.get(load, tree, key), edits)
 
         def first_child(ns: Key) -> Key | None:
             n = len(ns)
             for k, v in edits.items():
                 if v is not None and len(k) > n and k[:n] == ns:
                     return k
-            for k, _ in index.scan(self.load_node, tree, ns, after=True):
+            for k, _ in index.scan(load, tree, ns, after=True):
                 if k[:n] != ns:
                     return None
                 if k in edits and edits[k] is None:
