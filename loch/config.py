@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from loch.events.dispatcher import DispatcherSettings
+
 __all__ = ["DEFAULT_PORT", "Settings", "default_data_dir"]
 
 DEFAULT_PORT = 19120
@@ -33,7 +35,8 @@ class Settings:
     default_branch: str = "main"
     cache_size: int = 50_000
     max_body_bytes: int = 16 * 1024 * 1024
-    extra: Mapping[str, str] = field(default_factory=dict)
+    dispatch_webhooks: bool = True
+    webhooks: DispatcherSettings = field(default_factory=DispatcherSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -46,6 +49,13 @@ class Settings:
             default_branch=env.get("LOCH_DEFAULT_BRANCH", "main"),
             cache_size=int(env.get("LOCH_CACHE_SIZE", 50_000)),
             max_body_bytes=int(env.get("LOCH_MAX_BODY_BYTES", 16 * 1024 * 1024)),
+            dispatch_webhooks=env.get("LOCH_WEBHOOKS", "on").lower() not in ("0", "off", "false"),
+            webhooks=DispatcherSettings(
+                timeout=float(env.get("LOCH_WEBHOOK_TIMEOUT", 10.0)),
+                give_up_after=float(env.get("LOCH_WEBHOOK_GIVE_UP_SECONDS", 24 * 3600.0)),
+                base_backoff=float(env.get("LOCH_WEBHOOK_BASE_BACKOFF", 1.0)),
+                max_backoff=float(env.get("LOCH_WEBHOOK_MAX_BACKOFF", 300.0)),
+            ),
         )
         s = replace(s, **{k: v for k, v in overrides.items() if v is not None})
         if not s.store_url:

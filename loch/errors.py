@@ -11,7 +11,8 @@ from :data:`ERROR_CLASSES` instead of chains of status checks::
     ├── NotFoundError
     │   ├── ReferenceNotFoundError REFERENCE_NOT_FOUND      404
     │   ├── ContentNotFoundError   CONTENT_NOT_FOUND        404
-    │   └── NamespaceNotFoundError NAMESPACE_NOT_FOUND      404
+    │   ├── NamespaceNotFoundError NAMESPACE_NOT_FOUND      404
+    │   └── NotificationNotFoundError NOTIFICATION_NOT_FOUND 404 (Loch's webhooks)
     ├── ReferenceAlreadyExistsError REFERENCE_ALREADY_EXISTS 409
     ├── ReferenceConflictError     REFERENCE_CONFLICT       409  (carries Conflicts)
     ├── NamespaceAlreadyExistsError NAMESPACE_ALREADY_EXISTS 409
@@ -41,6 +42,7 @@ __all__ = [
     "NamespaceNotEmptyError",
     "NamespaceNotFoundError",
     "NotFoundError",
+    "NotificationNotFoundError",
     "ReferenceAlreadyExistsError",
     "ReferenceConflictError",
     "ReferenceNotFoundError",
@@ -65,6 +67,7 @@ class ErrorCode(enum.Enum):
     REFERENCE_NOT_FOUND = (404, "Not Found", "REFERENCE_NOT_FOUND")
     CONTENT_NOT_FOUND = (404, "Not Found", "CONTENT_NOT_FOUND")
     NAMESPACE_NOT_FOUND = (404, "Not Found", "NAMESPACE_NOT_FOUND")
+    NOTIFICATION_NOT_FOUND = (404, "Not Found", "NOTIFICATION_NOT_FOUND")
     REFERENCE_ALREADY_EXISTS = (409, "Conflict", "REFERENCE_ALREADY_EXISTS")
     REFERENCE_CONFLICT = (409, "Conflict", "REFERENCE_CONFLICT")
     NAMESPACE_ALREADY_EXISTS = (409, "Conflict", "NAMESPACE_ALREADY_EXISTS")
@@ -183,6 +186,12 @@ class NamespaceNotFoundError(NotFoundError):
     code = ErrorCode.NAMESPACE_NOT_FOUND
 
 
+class NotificationNotFoundError(NotFoundError):
+    """No notification (webhook subscription) or delivery with that id."""
+
+    code = ErrorCode.NOTIFICATION_NOT_FOUND
+
+
 class ReferenceAlreadyExistsError(LochError):
     """A reference of that name exists already."""
 
@@ -263,6 +272,7 @@ ERROR_CLASSES: dict[ErrorCode, type[LochError]] = {
     ErrorCode.REFERENCE_NOT_FOUND: ReferenceNotFoundError,
     ErrorCode.CONTENT_NOT_FOUND: ContentNotFoundError,
     ErrorCode.NAMESPACE_NOT_FOUND: NamespaceNotFoundError,
+    ErrorCode.NOTIFICATION_NOT_FOUND: NotificationNotFoundError,
     ErrorCode.REFERENCE_ALREADY_EXISTS: ReferenceAlreadyExistsError,
     ErrorCode.REFERENCE_CONFLICT: ReferenceConflictError,
     ErrorCode.NAMESPACE_ALREADY_EXISTS: NamespaceAlreadyExistsError,

@@ -8,12 +8,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from starlette.responses import JSONResponse
 
-from loch.api import v1, v2
+from loch.api import notifications, v1, v2
 from loch.api.errors import error_body, install_error_handlers
 from loch.api.middleware import RawPathMiddleware, RequestBodyMiddleware
 from loch.backends import open_store
 from loch.config import Settings
 from loch.errors import LochError
+from loch.events import Dispatcher, encode_change, open_notification_store
 from loch.store import Persist
 from loch.versioning import VersionStore
 
@@ -34,16 +35,36 @@ def create_app(settings: Settings, persist: Persist | None = None) -> FastAPI:
         try:
             yield
         finally:
-            vs: VersionStore | None = getattr(app.state, "version_store", None)
-            if vs is not None and persist is None:
-                vs.persist.close()
-            app.state.version_store = None
+            _close(app)
 
     def _open(app: FastAPI) -> None:
         p = persist if persist is not None else open_store(settings.store_url)
-        app.state.version_store = VersionStore(
-            p, default_branch=settings.default_branch, cache_size=settings.cache_size
+        vs = VersionStore(
+            p,
+            default_branch=settings.default_branch,
+            cache_size=settings.cache_size,
+            on_change=encode_change,
         )
+        app.state.version_store = vs
+        app.state.notification_store = open_notification_store(p)
+        if settings.dispatch_webhooks:
+            dispatcher = Dispatcher(p, app.state.notification_store, settings.webhooks)
+            dispatcher.start()
+            vs.listeners.append(lambda change: dispatcher.wake())
+            app.state.dispatcher = dispatcher
+
+    def _close(app: FastAPI) -> None:
+        dispatcher: Dispatcher | None = app.state.dispatcher
+        if dispatcher is not None:
+            dispatcher.stop(settings.webhooks.timeout)
+            app.state.dispatcher = None
+        if app.state.notification_store is not None:
+            app.state.notification_store.close()
+            app.state.notification_store = None
+        vs: VersionStore | None = app.state.version_store
+        if vs is not None and persist is None:
+            vs.persist.close()
+        app.state.version_store = None
 
     app = FastAPI(
         title="Loch",
@@ -54,9 +75,13 @@ def create_app(settings: Settings, persist: Persist | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.version_store = None
+    app.state.notification_store = None
+    app.state.dispatcher = None
     install_error_handlers(app)
     app.include_router(v2.router)
     app.include_router(v1.router)
+    for router in notifications.routers:
+        app.include_router(router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness")
     def healthz() -> JSONResponse:

@@ -8,8 +8,7 @@ from fastapi import APIRouter, Body, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from loch.api.common import body_keys, decode_param, path_key, store
-from loch.api.v2 import merge_or_transplant
-from loch.api.views import commit_meta_v1, key_json, log_entry, merge_response, ref_json
+from loch.api.v2 import merge_or_transplant, target_ref
 from loch.errors import (
     BadRequestError,
     ConflictType,
@@ -20,6 +19,7 @@ from loch.errors import (
     ReferenceConflictError,
 )
 from loch.model.keys import Key, key_str
+from loch.model.views import commit_meta_v1, key_json, log_entry, merge_response, ref_json
 from loch.store import RefRecord
 from loch.versioning import Delete, KeyRange, Put, Resolved, VersionStore
 from loch.versioning.refs import RefSpec, validate_hash
@@ -218,7 +218,7 @@ def assign_reference(
     target = body.get("hash")
     if not target:
         raise BadRequestError("Target hash must be provided.")
-    vs.assign_reference(decode_param(ref_name), expected_hash, target, ref_type)
+    vs.assign_reference(decode_param(ref_name), expected_hash, target, ref_type, target_ref(body))
     return _no_content()
 
 

@@ -19,20 +19,20 @@ from loch.api.common import (
     store,
     write_target,
 )
-from loch.api.views import (
+from loch.errors import BadRequestError
+from loch.model.views import (
     commit_meta_v2,
     key_json,
     log_entry,
     merge_response,
     ref_json,
 )
-from loch.errors import BadRequestError
 from loch.store import NO_ANCESTOR, RefRecord
 from loch.versioning import KeyMergeMode, KeyRange, Resolved, VersionStore, parse_operations
 from loch.versioning.merge import MergeResult
 from loch.versioning.refs import validate_hash
 
-__all__ = ["config_json", "merge_modes", "merge_or_transplant", "router"]
+__all__ = ["config_json", "merge_modes", "merge_or_transplant", "router", "target_ref"]
 
 router = APIRouter(prefix="/api/v2", tags=["v2"])
 
@@ -224,8 +224,17 @@ def assign_reference(
     target = body.get("hash")
     if not target:
         raise BadRequestError("Target hash must be provided.")
-    rec = vs.assign_reference(name, expected, target, type)
+    rec = vs.assign_reference(name, expected, target, type, target_ref(body))
     return _ok({"reference": ref_json(rec)}, rec.hash)
+
+
+def target_ref(body: dict[str, Any]) -> tuple[str, str | None]:
+    """The (type, name) an assign target was given as (for the REFERENCE_ASSIGNED event)."""
+    t = body.get("type")
+    name = body.get("name")
+    if t in ("BRANCH", "TAG") and isinstance(name, str) and name:
+        return t, name
+    return "DETACHED", None
 
 
 @router.delete("/trees/{ref}", summary="Delete a reference")

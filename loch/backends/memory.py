@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
-from loch.store import Persist, RefAlreadyExists, RefConditionFailed, RefMissing, RefRecord
+from loch.store import (
+    OutboxEvent,
+    Persist,
+    RefAlreadyExists,
+    RefConditionFailed,
+    RefMissing,
+    RefRecord,
+    StoredEvent,
+)
 
 __all__ = ["MemoryPersist"]
 
@@ -19,6 +28,7 @@ class MemoryPersist(Persist):
         self._refs: dict[str, RefRecord] = {}
         self._meta: dict[str, str] = {}
         self._ref_log: dict[str, list[str]] = {}
+        self._events: list[StoredEvent] = []
 
     def get_objects(self, ids: Sequence[str]) -> dict[str, bytes]:
         objs = self._objects
@@ -36,7 +46,21 @@ class MemoryPersist(Persist):
             refs = list(self._refs.values())
         return sorted(refs, key=lambda r: r.name)
 
-    def create_ref(self, ref: RefRecord, objects: Mapping[str, bytes] | None = None) -> None:
+    def _append_events(self, events: Sequence[OutboxEvent]) -> None:
+        now = time.time()
+        for e in events:
+            self._events.append(StoredEvent(len(self._events) + 1, e.id, e.type, e.payload, now))
+
+    def read_events(self, after_seq: int, limit: int) -> list[StoredEvent]:
+        with self._lock:
+            return self._events[max(0, after_seq) : max(0, after_seq) + max(0, limit)]
+
+    def create_ref(
+        self,
+        ref: RefRecord,
+        objects: Mapping[str, bytes] | None = None,
+        events: Sequence[OutboxEvent] = (),
+    ) -> None:
         with self._lock:
             if ref.name in self._refs:
                 raise RefAlreadyExists(ref.name)
@@ -44,6 +68,7 @@ class MemoryPersist(Persist):
                 self._objects.update(objects)
             self._refs[ref.name] = ref
             self._ref_log.setdefault(ref.name, []).append(ref.hash)
+            self._append_events(events)
 
     def update_ref(
         self,
@@ -51,6 +76,7 @@ class MemoryPersist(Persist):
         expected: str,
         new: str,
         objects: Mapping[str, bytes] | None = None,
+        events: Sequence[OutboxEvent] = (),
     ) -> None:
         with self._lock:
             cur = self._refs.get(name)
@@ -62,8 +88,9 @@ class MemoryPersist(Persist):
                 self._objects.update(objects)
             self._refs[name] = RefRecord(name, cur.type, new)
             self._ref_log.setdefault(name, []).append(new)
+            self._append_events(events)
 
-    def delete_ref(self, name: str, expected: str) -> None:
+    def delete_ref(self, name: str, expected: str, events: Sequence[OutboxEvent] = ()) -> None:
         with self._lock:
             cur = self._refs.get(name)
             if cur is None:
@@ -71,6 +98,7 @@ class MemoryPersist(Persist):
             if cur.hash != expected:
                 raise RefConditionFailed(name, expected, cur.hash)
             del self._refs[name]
+            self._append_events(events)
 
     def ref_log(self, name: str, limit: int) -> list[str]:
         with self._lock:

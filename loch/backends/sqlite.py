@@ -15,7 +15,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from loch.store import Persist, RefAlreadyExists, RefConditionFailed, RefMissing, RefRecord
+from loch.store import (
+    OutboxEvent,
+    Persist,
+    RefAlreadyExists,
+    RefConditionFailed,
+    RefMissing,
+    RefRecord,
+    StoredEvent,
+)
 from loch.store.persist import StoreUnavailable
 
 __all__ = ["MIGRATIONS", "SqlitePersist"]
@@ -40,6 +48,16 @@ MIGRATIONS: list[str] = [
         at REAL NOT NULL
     );
     CREATE INDEX ref_log_name ON ref_log (name, seq);
+    """,
+    # 3: outbox of events, written in the transaction of the change they describe
+    """
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        type TEXT NOT NULL,
+        payload BLOB NOT NULL,
+        created_at REAL NOT NULL
+    );
     """,
 ]
 """Numbered schema migrations: entry ``i`` brings the schema to version ``i + 1``."""
@@ -184,7 +202,29 @@ class SqlitePersist(Persist):
         rows = self._reader().execute("SELECT name, type, hash FROM refs ORDER BY name")
         return [RefRecord(*r) for r in rows]
 
-    def create_ref(self, ref: RefRecord, objects: Mapping[str, bytes] | None = None) -> None:
+    @staticmethod
+    def _insert_events(conn: sqlite3.Connection, events: Sequence[OutboxEvent]) -> None:
+        if events:
+            now = time.time()
+            conn.executemany(
+                "INSERT INTO events (id, type, payload, created_at) VALUES (?, ?, ?, ?)",
+                [(e.id, e.type, e.payload, now) for e in events],
+            )
+
+    def read_events(self, after_seq: int, limit: int) -> list[StoredEvent]:
+        rows = self._reader().execute(
+            "SELECT seq, id, type, payload, created_at FROM events WHERE seq > ? "
+            "ORDER BY seq LIMIT ?",
+            (after_seq, limit),
+        )
+        return [StoredEvent(*r) for r in rows]
+
+    def create_ref(
+        self,
+        ref: RefRecord,
+        objects: Mapping[str, bytes] | None = None,
+        events: Sequence[OutboxEvent] = (),
+    ) -> None:
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM refs WHERE name = ?", (ref.name,)).fetchone():
                 raise RefAlreadyExists(ref.name)
@@ -194,6 +234,7 @@ class SqlitePersist(Persist):
                 (ref.name, ref.type, ref.hash),
             )
             self._log_ref(conn, ref.name, ref.hash)
+            self._insert_events(conn, events)
 
     def _check(self, conn: sqlite3.Connection, name: str, expected: str) -> None:
         row = conn.execute("SELECT hash FROM refs WHERE name = ?", (name,)).fetchone()
@@ -207,6 +248,7 @@ class SqlitePersist(Persist):
         expected: str,
         new: str,
         objects: Mapping[str, bytes] | None = None,
+        events: Sequence[OutboxEvent] = (),
     ) -> None:
         with self._write() as conn:
             cur = conn.execute(
@@ -216,6 +258,7 @@ class SqlitePersist(Persist):
                 self._check(conn, name, expected)
             self._insert_objects(conn, objects)
             self._log_ref(conn, name, new)
+            self._insert_events(conn, events)
 
     @staticmethod
     def _log_ref(conn: sqlite3.Connection, name: str, hash_: str) -> None:
@@ -229,11 +272,12 @@ class SqlitePersist(Persist):
         )
         return [r[0] for r in rows]
 
-    def delete_ref(self, name: str, expected: str) -> None:
+    def delete_ref(self, name: str, expected: str, events: Sequence[OutboxEvent] = ()) -> None:
         with self._write() as conn:
             cur = conn.execute("DELETE FROM refs WHERE name = ? AND hash = ?", (name, expected))
             if cur.rowcount != 1:
                 self._check(conn, name, expected)
+            self._insert_events(conn, events)
 
     # -- repository settings -------------------------------------------------------------
 

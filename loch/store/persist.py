@@ -14,6 +14,7 @@ from loch.errors import (
 )
 
 __all__ = [
+    "OutboxEvent",
     "Persist",
     "RefAlreadyExists",
     "RefConditionFailed",
@@ -21,6 +22,7 @@ __all__ = [
     "RefRecord",
     "StoreError",
     "StoreUnavailable",
+    "StoredEvent",
 ]
 
 
@@ -61,6 +63,26 @@ class StoreUnavailable(StoreError, ServiceUnavailableError):
 
 
 @dataclass(frozen=True, slots=True)
+class OutboxEvent:
+    """An event to record with a reference change: its unique id, type and JSON body."""
+
+    id: str
+    type: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event in the outbox, numbered in the order its reference change committed."""
+
+    seq: int
+    id: str
+    type: str
+    payload: bytes
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class RefRecord:
     """A named reference as stored: its name, ``BRANCH`` or ``TAG``, and its commit hash."""
 
@@ -95,8 +117,13 @@ class Persist(abc.ABC):
         """All references, ordered by name."""
 
     @abc.abstractmethod
-    def create_ref(self, ref: RefRecord, objects: Mapping[str, bytes] | None = None) -> None:
-        """Create a reference (with the objects it needs).
+    def create_ref(
+        self,
+        ref: RefRecord,
+        objects: Mapping[str, bytes] | None = None,
+        events: Sequence[OutboxEvent] = (),
+    ) -> None:
+        """Create a reference (with the objects it needs and its events).
 
         Raises:
             RefAlreadyExists: a reference of that name exists.
@@ -109,8 +136,12 @@ class Persist(abc.ABC):
         expected: str,
         new: str,
         objects: Mapping[str, bytes] | None = None,
+        events: Sequence[OutboxEvent] = (),
     ) -> None:
         """Move ``name`` from ``expected`` to ``new``, writing ``objects`` atomically with it.
+
+        ``events`` are appended to the outbox in the same transaction: they exist if and
+        only if the change does.
 
         Raises:
             RefMissing: no such reference.
@@ -118,13 +149,17 @@ class Persist(abc.ABC):
         """
 
     @abc.abstractmethod
-    def delete_ref(self, name: str, expected: str) -> None:
+    def delete_ref(self, name: str, expected: str, events: Sequence[OutboxEvent] = ()) -> None:
         """Delete ``name`` if it is at ``expected``.
 
         Raises:
             RefMissing: no such reference.
             RefConditionFailed: the reference is not at ``expected``.
         """
+
+    @abc.abstractmethod
+    def read_events(self, after_seq: int, limit: int) -> list[StoredEvent]:
+        """Outbox events with ``seq > after_seq`` in commit order, at most ``limit``."""
 
     @abc.abstractmethod
     def ref_log(self, name: str, limit: int) -> list[str]:

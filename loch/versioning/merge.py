@@ -21,6 +21,7 @@ from loch.model.content import parse_content
 from loch.model.keys import Key, key_str
 from loch.store import NO_ANCESTOR
 from loch.versioning import index
+from loch.versioning.changes import MergeChange, TransplantChange
 from loch.versioning.conflicts import key_change_conflict
 from loch.versioning.index import LeafValue
 from loch.versioning.objects import Commit, encode_value
@@ -267,7 +268,8 @@ class MergeMixin(StoreCore):
                 )
             tree = self._update_tree(pending, head_c.tree, edits)
             c = self._new_commit(pending, [head, src], tree, meta_n, _stored_ops(edits), now)
-            if self._publish(branch, head, c.id, pending):
+            change = MergeChange(branch, from_ref_name, src, head, c, now)
+            if self._publish(branch, head, c.id, pending, change):
                 result.was_applied = True
                 result.resultant_target_hash = c.id
                 result.new_commits = [c]
@@ -368,7 +370,10 @@ class MergeMixin(StoreCore):
             if not new_commits or dry_run:
                 result.resultant_target_hash = None if dry_run else head
                 return result
-            if self._publish(branch, head, parent, pending):
+            change = TransplantChange(
+                branch, from_ref_name, srcs, head, parent, new_commits, self.clock()
+            )
+            if self._publish(branch, head, parent, pending, change):
                 result.was_applied = True
                 result.resultant_target_hash = parent
                 result.new_commits = new_commits

@@ -29,9 +29,24 @@ from loch.errors import (
 )
 from loch.model.content import parse_content
 from loch.model.keys import Key, key_str, validate_key
-from loch.store import NO_ANCESTOR, Persist, RefAlreadyExists, RefConditionFailed, RefRecord
+from loch.store import (
+    NO_ANCESTOR,
+    OutboxEvent,
+    Persist,
+    RefAlreadyExists,
+    RefConditionFailed,
+    RefRecord,
+)
 from loch.store.persist import RefMissing
 from loch.versioning import index
+from loch.versioning.changes import (
+    Change,
+    ChangeEncoder,
+    CommitChange,
+    RefAssigned,
+    RefCreated,
+    RefDeleted,
+)
 from loch.versioning.conflicts import apply_overlay, key_change_conflict, namespace_conflicts
 from loch.versioning.index import LeafValue, Node
 from loch.versioning.objects import Commit, ObjectReader, encode_commit, encode_value
@@ -85,6 +100,8 @@ class _Pending:
 
     objects: dict[str, bytes] = field(default_factory=dict)
     decoded: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events: Sequence[OutboxEvent] = ()
 
 
 def _now_us() -> int:
@@ -103,8 +120,12 @@ class StoreCore:
         default_branch: str = "main",
         cache_size: int = 50_000,
         clock: Callable[[], int] = _now_us,
+        on_change: ChangeEncoder | None = None,
     ) -> None:
         self.persist = persist
+        self.on_change = on_change
+        self.listeners: list[Callable[[Change], None]] = []
+        """Called after each change took effect (e.g. to wake the webhook dispatcher)."""
         self.default_branch = validate_ref_name(default_branch, for_create=True)
         self.objects = ObjectReader(persist, cache_size)
         self.clock = clock
@@ -143,16 +164,28 @@ class StoreCore:
             )
         time.sleep(random.uniform(0, min(0.05, 0.0005 * (2 ** min(attempt, 7)))))
 
-    def _publish(self, branch: str, head: str, new: str, pending: _Pending) -> bool:
-        """CAS the branch from ``head`` to ``new`` with the pending objects."""
+    def _events(self, change: Change) -> Sequence[OutboxEvent]:
+        return self.on_change(change) if self.on_change is not None else ()
+
+    def _publish(
+        self, branch: str, head: str, new: str, pending: _Pending, change: Change | None = None
+    ) -> bool:
+        """CAS the branch from ``head`` to ``new`` with the pending objects and events."""
+        events = self._events(change) if change is not None else ()
         try:
-            self.persist.update_ref(branch, head, new, pending.objects)
+            self.persist.update_ref(branch, head, new, pending.objects, events)
         except RefConditionFailed:
             return False
         except RefMissing:
             raise ReferenceNotFoundError(f"Named reference '{branch}' not found") from None
         self.objects.remember(pending.decoded)
+        if change is not None:
+            self._notify(change)
         return True
+
+    def _notify(self, change: Change) -> None:
+        for listener in self.listeners:
+            listener(change)
 
     def _new_commit(
         self,
@@ -228,20 +261,33 @@ class StoreCore:
             target = NO_ANCESTOR
         target = self._require_commit(target)
         rec = RefRecord(name, ref_type, target)
-        self.persist.create_ref(rec)
+        created = RefCreated(rec, self.clock())
+        self.persist.create_ref(rec, events=self._events(created))
+        self._notify(created)
         return rec
 
     def assign_reference(
-        self, name: str, expected: str, target: str, ref_type: str | None = None
+        self,
+        name: str,
+        expected: str,
+        target: str,
+        ref_type: str | None = None,
+        target_ref: tuple[str, str | None] = ("DETACHED", None),
     ) -> RefRecord:
-        """Point ``name`` at ``target`` if it is at ``expected``."""
+        """Point ``name`` at ``target`` if it is at ``expected``.
+
+        ``target_ref`` is the (type, name) the target was given as, for the event.
+        """
         rec = self._checked_ref(name, ref_type)
         expected = validate_hash(expected, "expected hash")
         target = self._require_commit(target)
+        before = RefRecord(name, rec.type, expected)
+        change = RefAssigned(before, target_ref[0], target_ref[1], target, self.clock())
         try:
-            self.persist.update_ref(name, expected, target)
+            self.persist.update_ref(name, expected, target, events=self._events(change))
         except RefConditionFailed as e:
             raise _unexpected_hash(e) from None
+        self._notify(change)
         return RefRecord(name, rec.type, target)
 
     def delete_reference(self, name: str, expected: str, ref_type: str | None = None) -> RefRecord:
@@ -250,10 +296,12 @@ class StoreCore:
         if name == self.default_branch:
             raise BadRequestError(f"Default branch '{name}' cannot be deleted.")
         expected = validate_hash(expected, "expected hash")
+        change = RefDeleted(RefRecord(name, rec.type, expected), self.clock())
         try:
-            self.persist.delete_ref(name, expected)
+            self.persist.delete_ref(name, expected, self._events(change))
         except RefConditionFailed as e:
             raise _unexpected_hash(e) from None
+        self._notify(change)
         return RefRecord(name, rec.type, expected)
 
     def _checked_ref(self, name: str, ref_type: str | None) -> RefRecord:
@@ -390,7 +438,8 @@ class StoreCore:
             )
             tree = self._update_tree(pending, head_c.tree, edits)
             c = self._new_commit(pending, [head], tree, meta_n, stored_ops, now)
-            if self._publish(branch, head, c.id, pending):
+            change = CommitChange(branch, head, c, pending.values, now)
+            if self._publish(branch, head, c.id, pending, change):
                 return CommitResult(c.id, added, c, branch)
             self._backoff(attempt, started)
         raise TooManyRequestsError("The branch kept moving while committing; retry")
@@ -449,6 +498,7 @@ class StoreCore:
             used_ids.add(cid)
             vid, data = encode_value(content, op.documentation)
             pending.objects[vid] = data
+            pending.values[vid] = content
             edits[k] = (cid, content["type"], vid)
             stored.append(["PUT", list(k), vid, cid, content["type"]])
         conflicts: list[Conflict] = []

@@ -1,0 +1,337 @@
+"""Notification store in the SQLite file of the version store (its own tables)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from loch.events.store import (
+    Attempt,
+    Claim,
+    Delivery,
+    DeliveryStatus,
+    Notification,
+    NotificationStore,
+    Outcome,
+)
+from loch.store import StoredEvent
+from loch.store.persist import StoreUnavailable
+
+__all__ = ["NOTIFICATION_MIGRATIONS", "SqliteNotificationStore"]
+
+NOTIFICATION_MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE notifications (
+        id TEXT PRIMARY KEY,
+        event_type TEXT NOT NULL,
+        type TEXT NOT NULL,
+        url TEXT NOT NULL,
+        secret TEXT,
+        created_at REAL NOT NULL,
+        after_seq INTEGER NOT NULL
+    );
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        notification_id TEXT NOT NULL,
+        event_seq INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        next_attempt_at REAL NOT NULL,
+        last_attempt_at REAL,
+        last_status_code INTEGER,
+        last_error TEXT,
+        delivered_at REAL,
+        lease_owner TEXT,
+        lease_until REAL,
+        UNIQUE (notification_id, event_seq)
+    );
+    CREATE INDEX deliveries_line ON deliveries (status, notification_id, event_seq);
+    CREATE TABLE delivery_attempts (
+        delivery_id INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        at REAL NOT NULL,
+        status_code INTEGER,
+        error TEXT,
+        duration_ms REAL NOT NULL,
+        PRIMARY KEY (delivery_id, attempt)
+    );
+    CREATE TABLE notification_state (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    INSERT INTO notification_state (key, value) VALUES ('cursor', 0);
+    """,
+]
+"""Numbered migrations of the notification tables (recorded apart from the store's)."""
+
+_DELIVERY_COLUMNS = (
+    "d.id, d.notification_id, d.event_seq, e.id, e.type, d.status, d.attempts, d.created_at, "
+    "d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.delivered_at"
+)
+_NOTIFICATION_COLUMNS = "id, event_type, type, url, secret, created_at, after_seq"
+
+
+def _delivery(row: Sequence[Any]) -> Delivery:
+    return Delivery(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        DeliveryStatus(row[5]),
+        row[6],
+        row[7],
+        row[8],
+        row[9],
+        row[10],
+        row[11],
+        row[12],
+    )
+
+
+class SqliteNotificationStore(NotificationStore):
+    """Notifications and deliveries in the version store's SQLite file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            path, timeout=30, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._migrate()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise StoreUnavailable(f"Notification store unavailable: {e}") from e
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS notification_migrations ("
+                "version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+            )
+            current = conn.execute("SELECT max(version) FROM notification_migrations").fetchone()
+            done = current[0] or 0
+            for version, script in enumerate(NOTIFICATION_MIGRATIONS, start=1):
+                if version <= done:
+                    continue
+                for statement in script.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO notification_migrations (version, applied_at) VALUES (?, ?)",
+                    (version, time.time()),
+                )
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    # -- subscriptions ------------------------------------------------------------------
+
+    def add(self, event_type: str, type: str, url: str, secret: str | None) -> Notification:
+        nid = str(uuid.uuid4())
+        now = time.time()
+        with self._tx() as conn:
+            seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+            conn.execute(
+                f"INSERT INTO notifications ({_NOTIFICATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (nid, event_type, type, url, secret, now, seq),
+            )
+        return Notification(nid, event_type, type, url, secret, now, seq)
+
+    def get(self, notification_id: str) -> Notification | None:
+        rows = self._read(
+            f"SELECT {_NOTIFICATION_COLUMNS} FROM notifications WHERE id = ?", (notification_id,)
+        )
+        return Notification(*rows[0]) if rows else None
+
+    def list_all(self) -> list[Notification]:
+        rows = self._read(f"SELECT {_NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
+        return [Notification(*r) for r in rows]
+
+    def update(
+        self, notification_id: str, type: str, url: str, secret: str | None
+    ) -> Notification | None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE notifications SET type = ?, url = ?, secret = ? WHERE id = ?",
+                (type, url, secret, notification_id),
+            )
+            if cur.rowcount != 1:
+                return None
+        return self.get(notification_id)
+
+    def delete(self, notification_id: str) -> bool:
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM notifications WHERE id = ?", (notification_id,))
+            conn.execute(
+                "DELETE FROM deliveries WHERE notification_id = ? AND status = 'PENDING'",
+                (notification_id,),
+            )
+            return cur.rowcount == 1
+
+    # -- fan-out ---------------------------------------------------------------------------
+
+    def cursor(self) -> int:
+        rows = self._read("SELECT value FROM notification_state WHERE key = 'cursor'")
+        return int(rows[0][0])
+
+    def fan_out(self, events: Sequence[StoredEvent]) -> int:
+        if not events:
+            return 0
+        now = time.time()
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "SELECT value FROM notification_state WHERE key = 'cursor'"
+            ).fetchone()[0]
+            fresh = [e for e in events if e.seq > cursor]
+            if not fresh:
+                return 0
+            subs = conn.execute("SELECT id, event_type, after_seq FROM notifications").fetchall()
+            rows = [
+                (nid, e.seq, now, now)
+                for e in fresh
+                for nid, etype, after in subs
+                if etype == e.type and e.seq > after
+            ]
+            conn.executemany(
+                "INSERT OR IGNORE INTO deliveries "
+                "(notification_id, event_seq, status, created_at, next_attempt_at) "
+                "VALUES (?, ?, 'PENDING', ?, ?)",
+                rows,
+            )
+            conn.execute(
+                "UPDATE notification_state SET value = ? WHERE key = 'cursor'", (fresh[-1].seq,)
+            )
+        return len(rows)
+
+    # -- deliveries ------------------------------------------------------------------------
+
+    def claim_due(self, now: float, lease_seconds: float, limit: int, owner: str) -> list[Claim]:
+        with self._tx() as conn:
+            heads = conn.execute(
+                "SELECT d.id FROM deliveries d "
+                "JOIN (SELECT notification_id, min(event_seq) AS seq FROM deliveries "
+                "      WHERE status = 'PENDING' GROUP BY notification_id) h "
+                "  ON h.notification_id = d.notification_id AND h.seq = d.event_seq "
+                "WHERE d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until < ?) "
+                "ORDER BY d.event_seq LIMIT ?",
+                (now, now, limit),
+            ).fetchall()
+            ids = [r[0] for r in heads]
+            if not ids:
+                return []
+            conn.executemany(
+                "UPDATE deliveries SET lease_owner = ?, lease_until = ? WHERE id = ?",
+                [(owner, now + lease_seconds, i) for i in ids],
+            )
+            marks = ",".join("?" * len(ids))
+            rows = conn.execute(
+                f"SELECT {_DELIVERY_COLUMNS}, e.payload, n.id, n.event_type, n.type, n.url, "
+                "n.secret, n.created_at, n.after_seq "
+                "FROM deliveries d JOIN events e ON e.seq = d.event_seq "
+                "JOIN notifications n ON n.id = d.notification_id "
+                f"WHERE d.id IN ({marks}) ORDER BY d.event_seq",
+                ids,
+            ).fetchall()
+        return [Claim(_delivery(r[:13]), Notification(*r[14:]), bytes(r[13])) for r in rows]
+
+    def record(self, delivery_id: int, owner: str, attempt_at: float, outcome: Outcome) -> None:
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT attempts, lease_owner FROM deliveries WHERE id = ?", (delivery_id,)
+            ).fetchone()
+            if row is None:
+                return  # the notification was deleted meanwhile
+            attempt = row[0] + 1
+            conn.execute(
+                "INSERT OR REPLACE INTO delivery_attempts "
+                "(delivery_id, attempt, at, status_code, error, duration_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    delivery_id,
+                    attempt,
+                    attempt_at,
+                    outcome.status_code,
+                    outcome.error,
+                    outcome.duration_ms,
+                ),
+            )
+            conn.execute(
+                "UPDATE deliveries SET status = ?, attempts = ?, last_attempt_at = ?, "
+                "last_status_code = ?, last_error = ?, next_attempt_at = ?, "
+                "delivered_at = CASE WHEN ? = 'DELIVERED' THEN ? ELSE delivered_at END, "
+                "lease_owner = NULL, lease_until = NULL WHERE id = ?",
+                (
+                    outcome.status.value,
+                    attempt,
+                    attempt_at,
+                    outcome.status_code,
+                    outcome.error,
+                    outcome.retry_at if outcome.retry_at is not None else attempt_at,
+                    outcome.status.value,
+                    time.time(),
+                    delivery_id,
+                ),
+            )
+
+    def deliveries(
+        self, notification_id: str, limit: int, status: DeliveryStatus | None = None
+    ) -> list[Delivery]:
+        sql = (
+            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq "
+            "WHERE d.notification_id = ?"
+        )
+        params: list[Any] = [notification_id]
+        if status is not None:
+            sql += " AND d.status = ?"
+            params.append(status.value)
+        sql += " ORDER BY d.event_seq DESC LIMIT ?"
+        params.append(limit)
+        return [_delivery(r) for r in self._read(sql, params)]
+
+    def attempts(self, delivery_id: int) -> list[Attempt]:
+        rows = self._read(
+            "SELECT delivery_id, attempt, at, status_code, error, duration_ms "
+            "FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt",
+            (delivery_id,),
+        )
+        return [Attempt(*r) for r in rows]
+
+    def redeliver(self, notification_id: str, delivery_id: int, now: float) -> Delivery | None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE deliveries SET status = 'PENDING', next_attempt_at = ?, created_at = ?, "
+                "lease_owner = NULL, lease_until = NULL WHERE id = ? AND notification_id = ?",
+                (now, now, delivery_id, notification_id),
+            )
+            if cur.rowcount != 1:
+                return None
+            row = conn.execute(
+                f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d "
+                "JOIN events e ON e.seq = d.event_seq WHERE d.id = ?",
+                (delivery_id,),
+            ).fetchone()
+        return _delivery(row)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

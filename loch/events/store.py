@@ -1,0 +1,173 @@
+"""The notification store: subscriptions, per-subscription deliveries and their attempts.
+
+It lives in the same database as the version store (its own tables, its own code) and
+reads the outbox that reference changes write (:meth:`loch.store.Persist.read_events`).
+
+A delivery is one event for one notification. For each notification only its oldest
+pending delivery may be attempted (head of line), so events arrive in commit order; a
+claimed delivery carries a lease, so a dispatcher that dies mid-delivery has its claim
+taken over when the lease runs out.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loch.store import StoredEvent
+
+__all__ = [
+    "Attempt",
+    "Claim",
+    "Delivery",
+    "DeliveryStatus",
+    "Notification",
+    "NotificationStore",
+    "Outcome",
+]
+
+
+class DeliveryStatus(enum.StrEnum):
+    """Where a delivery stands."""
+
+    PENDING = "PENDING"
+    DELIVERED = "DELIVERED"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A subscription: events of ``event_type`` are POSTed to ``url``.
+
+    ``after_seq`` is the outbox position when it was created: only later events are
+    delivered to it.
+    """
+
+    id: str
+    event_type: str
+    type: str
+    url: str
+    secret: str | None
+    created_at: float
+    after_seq: int
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event for one notification, and how its delivery went."""
+
+    id: int
+    notification_id: str
+    event_seq: int
+    event_id: str
+    event_type: str
+    status: DeliveryStatus
+    attempts: int
+    created_at: float
+    next_attempt_at: float
+    last_attempt_at: float | None
+    last_status_code: int | None
+    last_error: str | None
+    delivered_at: float | None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One HTTP attempt of a delivery."""
+
+    delivery_id: int
+    attempt: int
+    at: float
+    status_code: int | None
+    error: str | None
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A delivery claimed for an attempt, with what is needed to make it."""
+
+    delivery: Delivery
+    notification: Notification
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of an attempt: delivered, retry at ``retry_at``, or failed for good."""
+
+    status: DeliveryStatus
+    status_code: int | None
+    error: str | None
+    duration_ms: float
+    retry_at: float | None = None
+
+
+class NotificationStore(abc.ABC):
+    """Persistence of notifications and deliveries (one implementation per backend)."""
+
+    # -- subscriptions ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def add(self, event_type: str, type: str, url: str, secret: str | None) -> Notification:
+        """Create a notification; it receives events recorded from now on."""
+
+    @abc.abstractmethod
+    def get(self, notification_id: str) -> Notification | None:
+        """A notification by id."""
+
+    @abc.abstractmethod
+    def list_all(self) -> list[Notification]:
+        """All notifications, oldest first."""
+
+    @abc.abstractmethod
+    def update(
+        self, notification_id: str, type: str, url: str, secret: str | None
+    ) -> Notification | None:
+        """Change a notification's target (None if it does not exist)."""
+
+    @abc.abstractmethod
+    def delete(self, notification_id: str) -> bool:
+        """Delete a notification and its pending deliveries (its log is kept)."""
+
+    # -- fan-out ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def cursor(self) -> int:
+        """The outbox position up to which events have been fanned out."""
+
+    @abc.abstractmethod
+    def fan_out(self, events: Sequence[StoredEvent]) -> int:
+        """Create the deliveries of ``events`` and advance the cursor past them, atomically
+        and only from the current cursor on (so that two dispatchers never fan out an event
+        twice). Returns the number of deliveries created."""
+
+    # -- deliveries ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def claim_due(self, now: float, lease_seconds: float, limit: int, owner: str) -> list[Claim]:
+        """Claim the head-of-line pending delivery of each notification that is due and
+        not leased by another attempt."""
+
+    @abc.abstractmethod
+    def record(self, delivery_id: int, owner: str, attempt_at: float, outcome: Outcome) -> None:
+        """Record an attempt's outcome and release the claim."""
+
+    @abc.abstractmethod
+    def deliveries(
+        self, notification_id: str, limit: int, status: DeliveryStatus | None = None
+    ) -> list[Delivery]:
+        """A notification's deliveries, newest first."""
+
+    @abc.abstractmethod
+    def attempts(self, delivery_id: int) -> list[Attempt]:
+        """A delivery's attempts, oldest first."""
+
+    @abc.abstractmethod
+    def redeliver(self, notification_id: str, delivery_id: int, now: float) -> Delivery | None:
+        """Put a delivery back in line to be sent again (None if it does not exist)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
