@@ -9,6 +9,7 @@ processes. Readers use one connection per thread and never block the writer.
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -26,7 +27,7 @@ from loch.store import (
 )
 from loch.store.persist import StoreUnavailable
 
-__all__ = ["MIGRATIONS", "SqlitePersist"]
+__all__ = ["MIGRATIONS", "SqlitePersist", "connect"]
 
 MIGRATIONS: list[str] = [
     # 1: objects, references and repository settings
@@ -65,6 +66,38 @@ MIGRATIONS: list[str] = [
 _BUSY_TIMEOUT_MS = 30_000
 
 
+def connect(path: str) -> sqlite3.Connection:
+    """A connection in WAL mode with ``synchronous=FULL`` and a busy timeout.
+
+    Switching a new file to WAL takes a lock that SQLite's busy handler does not wait
+    for, so processes opening the same new file at once retry it here.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                path,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            return conn
+        except sqlite3.OperationalError as e:
+            if conn is not None:
+                conn.close()
+            if ("locked" not in str(e) and "busy" not in str(e)) or time.monotonic() > deadline:
+                raise StoreUnavailable(f"Cannot open SQLite store '{path}': {e}") from e
+            time.sleep(0.005 + random.random() * 0.02)
+        except sqlite3.Error as e:
+            if conn is not None:
+                conn.close()
+            raise StoreUnavailable(f"Cannot open SQLite store '{path}': {e}") from e
+
+
 class SqlitePersist(Persist):
     """Objects and references in one SQLite database file."""
 
@@ -82,18 +115,7 @@ class SqlitePersist(Persist):
     # -- connections -------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=_BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-        except sqlite3.Error as e:
-            raise StoreUnavailable(f"Cannot open SQLite store '{self.path}': {e}") from e
+        conn = connect(self.path)
         with self._conns_lock:
             self._all_conns.append(conn)
         return conn

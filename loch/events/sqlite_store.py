@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from loch.backends.sqlite import connect
 from loch.events.store import (
     Attempt,
     Claim,
@@ -98,12 +99,7 @@ class SqliteNotificationStore(NotificationStore):
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            path, timeout=30, isolation_level=None, check_same_thread=False
-        )
-        self._conn.execute("PRAGMA busy_timeout=30000")
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn = connect(path)
         self._migrate()
 
     @contextmanager

@@ -6,8 +6,9 @@ Three routes, tried in order by :func:`resolve_jars`:
    (comma-separated). Used as they are.
 2. **pypi**: the runtime jar shipped by the ``snowpark-connect-deps-iceberg`` package,
    plus the shaded Jackson it lacks, rebuilt once from the Jackson jars in
-   ``pyspark/jars`` (see :mod:`loch.spark.relocate`) and cached under
-   ``$XDG_CACHE_HOME/loch/spark`` (``~/.cache/loch/spark``).
+   ``pyspark/jars`` (see :mod:`loch.spark.relocate`), checked against the runtime jar
+   (:mod:`loch.spark.check`) and cached under ``$XDG_CACHE_HOME/loch/spark``
+   (``~/.cache/loch/spark``).
 3. **maven**: coordinates for ``spark.jars.packages``, only when allowed (argument or
    ``$LOCH_SPARK_MAVEN=1``) because Ivy needs a reachable Maven repository. Nothing
    is downloaded here.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from loch.spark.check import check_references
 from loch.spark.errors import SparkSetupError
 from loch.spark.relocate import JACKSON_RELOCATION, build_relocated_jar
 
@@ -209,50 +211,66 @@ def ensure_shaded_jackson(
     jackson_jars: Sequence[Path] | None = None,
     *,
     directory: Path | None = None,
+    verify: bool = True,
 ) -> Path:
     """The relocated Jackson jar for ``runtime_jar``, built once and then reused.
 
     The file name carries the Iceberg and Jackson versions. Building holds a lock file
-    (so concurrent processes build once) and writes through a temporary file plus
-    :func:`os.replace` (so nobody ever sees half a jar).
+    (so concurrent processes build once), writes a staging file through a temporary
+    file, checks it against ``runtime_jar`` with :func:`~loch.spark.check.check_references`
+    and only then moves it into place with :func:`os.replace` (so nobody ever sees half
+    a jar, or a jar that failed the check).
 
     Args:
         runtime_jar: Iceberg's runtime jar (its name gives the Iceberg version).
         jackson_jars: Source jars; default :func:`find_jackson_jars`.
         directory: Cache directory; default :func:`cache_dir`.
+        verify: Run the static check on a fresh build (a few seconds, once).
 
     Returns:
         The path of the relocated jar.
 
     Raises:
-        SparkSetupError: If the sources are missing or the build fails.
+        SparkSetupError: If the sources are missing, the build fails or the fresh jar
+            leaves references of the runtime jar unresolved.
     """
     sources = list(jackson_jars) if jackson_jars is not None else find_jackson_jars()
     directory = cache_dir() if directory is None else directory
-    iceberg = _version(runtime_jar)
-    jackson = _version(sources[0])
-    name = f"iceberg-{iceberg}-shaded-jackson-{jackson}-b{_BUILD_FORMAT}.jar"
+    name = f"iceberg-{_version(runtime_jar)}-shaded-jackson-{_version(sources[0])}"
+    name += f"-b{_BUILD_FORMAT}.jar"
     dest = directory / name
-    reloc = JACKSON_RELOCATION
     if _is_complete_jar(dest):
         return dest
+    reloc = JACKSON_RELOCATION
+    staging = directory / f".{name}.{os.getpid()}.staging"
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with _lock(directory / f".{name}.lock"):
-            if not _is_complete_jar(dest):
-                build_relocated_jar(
-                    sources,
-                    dest,
-                    reloc,
-                    attributes=[
-                        ("Created-By", "loch.spark"),
-                        ("Loch-Relocation", f"{reloc.source} -> {reloc.target}"),
-                        ("Loch-Sources", " ".join(p.name for p in sources)),
-                        ("Loch-For", runtime_jar.name),
-                    ],
-                )
+            if _is_complete_jar(dest):
+                return dest
+            build_relocated_jar(
+                sources,
+                staging,
+                reloc,
+                attributes=[
+                    ("Created-By", "loch.spark"),
+                    ("Loch-Relocation", f"{reloc.source} -> {reloc.target}"),
+                    ("Loch-Sources", " ".join(p.name for p in sources)),
+                    ("Loch-For", runtime_jar.name),
+                ],
+            )
+            if verify:
+                report = check_references(runtime_jar, [staging])
+                if not report.ok:
+                    raise SparkSetupError(
+                        f"pypi route: the relocated Jackson does not satisfy {runtime_jar.name}: "
+                        + report.summary()
+                    )
+            os.replace(staging, dest)
     except OSError as e:
         raise SparkSetupError(f"pypi route: cannot build the shaded Jackson in {dest}: {e}") from e
+    finally:
+        staging.unlink(missing_ok=True)
     return dest
 
 
@@ -310,6 +328,8 @@ def resolve_jars(
         return SparkJars("pypi", jars=(runtime, shaded))
     except SparkSetupError as e:
         pypi_reason = e.message
+        if not pypi_reason.startswith("pypi route"):
+            pypi_reason = f"pypi route: {pypi_reason}"
     if allow_maven is None:
         allow_maven = os.environ.get(ENV_MAVEN, "").lower() in ("1", "true", "yes")
     if allow_maven:
