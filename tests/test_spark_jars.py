@@ -321,7 +321,7 @@ def test_concurrent_cache_builders_build_once(tmp_path: Path, runtime_jar: Path)
     jar = Path(paths.pop())
     jars = [p.name for p in directory.iterdir() if not p.name.startswith(".")]
     assert jars == [jar.name]
-    assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in directory.iterdir() if p.name.endswith((".tmp", ".staging"))]
     assert check_references(runtime_jar, [jar]).ok
 
 
@@ -403,12 +403,19 @@ def test_maven_route_when_enabled(monkeypatch: pytest.MonkeyPatch, no_env_jars: 
         resolve_jars(allow_maven=False)
 
 
+def test_build_that_fails_the_check_is_not_cached(tmp_path: Path, runtime_jar: Path) -> None:
+    partial = [_jackson("jackson-core"), _jackson("jackson-annotations")]
+    with pytest.raises(SparkSetupError, match=r"pypi route: .* does not satisfy .*missing"):
+        ensure_shaded_jackson(runtime_jar, partial, directory=tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
 def test_missing_jackson_is_reported(tmp_path: Path, runtime_jar: Path) -> None:
     with pytest.raises(SparkSetupError, match="cannot read"):
         ensure_shaded_jackson(
             runtime_jar, [tmp_path / "jackson-core-2.15.2.jar"], directory=tmp_path
         )
-    assert not [p for p in tmp_path.iterdir() if p.suffix in (".jar", ".tmp")]
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
 
 
 # --- catalog settings (no JVM) ---------------------------------------------------------
