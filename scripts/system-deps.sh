@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs when they are missing:
-# a Java 17 runtime for PySpark (Iceberg's NessieCatalog runs in the JVM).
+# a Java 17 runtime for PySpark (Iceberg's NessieCatalog runs in the JVM) and a
+# PostgreSQL server (the tests start throwaway clusters of their own).
 # Runs as root (CI) or through sudo; prints what it does, and nothing when all is present.
 set -euo pipefail
 
@@ -9,6 +10,10 @@ if ! java -version 2>&1 | grep -q 'version "17'; then
     if [ ! -x /usr/lib/jvm/java-17-openjdk-amd64/bin/java ] && [ ! -x /usr/lib/jvm/java-17-openjdk-arm64/bin/java ]; then
         need+=(openjdk-17-jre-headless)
     fi
+fi
+
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+    need+=(postgresql)
 fi
 
 if [ ${#need[@]} -eq 0 ]; then

@@ -32,4 +32,8 @@ def open_store(url: str) -> Persist:
             raise BadRequestError(f"SQLite store URL '{url}' must be sqlite:///path")
         # sqlite:///rel/path -> "rel/path"; sqlite:////abs/path -> "/abs/path"
         return SqlitePersist(rest[1:])
+    if scheme in ("postgresql", "postgres"):
+        from loch.backends.postgres import PostgresPersist
+
+        return PostgresPersist(url)
     raise BadRequestError(f"Unknown store scheme '{scheme}' in '{url}'")

@@ -52,4 +52,10 @@ def open_notification_store(persist: Persist) -> NotificationStore:
         from loch.events.sqlite_store import SqliteNotificationStore
 
         return SqliteNotificationStore(persist.path)
+    if type(persist).__module__ == "loch.backends.postgres":  # psycopg only when used
+        from loch.backends.postgres import PostgresPersist
+        from loch.events.postgres_store import PostgresNotificationStore
+
+        assert isinstance(persist, PostgresPersist)
+        return PostgresNotificationStore(persist)
     raise BadRequestError(f"No notification store for {type(persist).__name__}")

@@ -149,12 +149,7 @@ class Dispatcher:
 
     def fan_out(self) -> int:
         """Turn new outbox events into deliveries; returns how many were created."""
-        created = 0
-        while True:
-            events = self.persist.read_events(self.store.cursor(), 500)
-            if not events:
-                return created
-            created += self.store.fan_out(events)
+        return self.store.fan_out_new(self.persist)
 
     async def _deliver(self, http: httpx.AsyncClient, claim: Claim) -> None:
         d, n = claim.delivery, claim.notification

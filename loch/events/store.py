@@ -16,7 +16,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from loch.store import StoredEvent
+from loch.store import Persist, StoredEvent
 
 __all__ = [
     "Attempt",
@@ -143,6 +143,15 @@ class NotificationStore(abc.ABC):
         """Create the deliveries of ``events`` and advance the cursor past them, atomically
         and only from the current cursor on (so that two dispatchers never fan out an event
         twice). Returns the number of deliveries created."""
+
+    def fan_out_new(self, persist: Persist, batch: int = 500) -> int:
+        """Fan out every event recorded since the cursor; returns deliveries created."""
+        created = 0
+        while True:
+            events = persist.read_events(self.cursor(), batch)
+            if not events:
+                return created
+            created += self.fan_out(events)
 
     # -- deliveries ------------------------------------------------------------------------
 
