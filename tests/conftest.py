@@ -68,6 +68,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def fresh_store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """URL of a fresh, empty store of each backend."""
+    return store_url(backend, tmp_path, request)
+
+
+@pytest.fixture
 def persist(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Persist]:
     """A fresh, empty Persist of each backend."""
     p = open_store(store_url(backend, tmp_path, request))
