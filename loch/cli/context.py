@@ -16,11 +16,10 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import httpx
 from click.shell_completion import CompletionItem
 
 from loch.cli.output import Output
-from loch.client import DEFAULT_URI, LochClient
+from loch.client import DEFAULT_URI, LochClient, ServerUnreachableError
 from loch.errors import BadRequestError, LochError
 from loch.model.keys import Key, decode_path_key, encode_canonical
 
@@ -280,19 +279,17 @@ class State:
         return name, spec.hash
 
     def resolve_hash(self, spec: RefSpec) -> str:
-        """The absolute commit hash ``spec`` points at (asks the server when needed)."""
+        """The absolute commit hash ``spec`` points at (asks the server when needed).
+
+        Names and expressions with ``~N``/``^N``/``*T`` steps are resolved by the server
+        (:meth:`LochClient.resolve`); ``name@hash`` and ``@hash`` give their hash as is.
+        """
         if spec.hash is not None and not spec.relative:
             return spec.hash
-        if spec.is_plain_name:
-            head = self.client.get_reference(spec.name or "-").hash
-            if head is None:
-                raise CliError(f"Reference '{spec.text}' has no hash")
-            return head
-        for entry in islice(self.client.log(spec.text, page_size=1), 1):
-            if entry.meta.hash:
-                return entry.meta.hash
-        # only the no-ancestor "beginning of time" has an empty log
-        return str(self.server_config()["noAncestorHash"])
+        resolved = self.client.resolve(spec.text).hash
+        if resolved is None:
+            raise CliError(f"Reference '{spec.text}' has no hash")
+        return resolved
 
     def ref_name(self, spec: RefSpec) -> str:
         """The name ``spec`` refers to: the default branch for ``-``, DETACHED for a hash."""
@@ -327,5 +324,4 @@ def json_option(f: F) -> F:
 
 def exit_code_for(error: LochError) -> int:
     """The exit code of a client error: 3 if no server answered, else 1."""
-    cause = error.__cause__
-    return EXIT_UNREACHABLE if isinstance(cause, httpx.TransportError) else EXIT_ERROR
+    return EXIT_UNREACHABLE if isinstance(error, ServerUnreachableError) else EXIT_ERROR

@@ -24,11 +24,12 @@ from loch.cli.context import (
 from loch.cli.diff import diff
 from loch.cli.log import log
 from loch.cli.merge import merge
+from loch.cli.notifications import notifications
 from loch.cli.output import Output, key_text
 from loch.cli.serve import serve
 from loch.cli.show import show
 from loch.cli.tag import tag
-from loch.client import DEFAULT_URI
+from loch.client import DEFAULT_URI, http_status
 from loch.errors import LochError, ReferenceConflictError, UnknownError
 
 __all__ = ["cli", "main"]
@@ -54,9 +55,11 @@ Exit codes:
 
 \b
 --json writes Nessie API v2 objects (Reference, LogEntry, DiffEntry, Entry,
-Content, MergeResponse, CommitResponse) to stdout. Errors are one line on
-stderr (--debug adds the traceback); with --json an {"error": {...}} object
-also goes to stdout.
+Content, MergeResponse, CommitResponse), and Loch's Notification and Delivery
+objects, to stdout. Errors are one line on stderr (--debug adds the
+traceback); with --json an {"error": {"errorCode", "message", "exitCode",
+"httpStatus"}} object also goes to stdout (httpStatus null if no server
+answered).
 
 \b
 Shell completion (bash; use zsh_source or fish_source for zsh and fish):
@@ -89,16 +92,18 @@ def _report(ctx: click.Context, exc: BaseException) -> NoReturn:
     details: list[str] = []
     conflicts: list[dict[str, Any]] = []
     error_code: str | None = None
+    status: int | None = None
     if isinstance(exc, CliError):
         code, message = exc.exit_code, exc.message
     elif isinstance(exc, LochError):
         code, message, error_code = exit_code_for(exc), exc.message, exc.code.name
+        status = http_status(exc)
         if isinstance(exc, ReferenceConflictError):
             for c in exc.conflicts:
                 where = key_text(c.key) if c.key else "(reference)"
                 details.append(f"{where}: {c.conflict_type.value}: {c.message}")
                 conflicts.append(c.to_json())
-        if isinstance(exc, UnknownError) and message == "Not Found" and state is not None:
+        if isinstance(exc, UnknownError) and status == 404 and state is not None:
             details.append(f"is {state.uri} the server's API v2 base URI (…/api/v2)?")
         if code == EXIT_UNREACHABLE and state is not None:
             details.append("start it with `loch serve`, or set --uri / LOCH_URI")
@@ -110,7 +115,12 @@ def _report(ctx: click.Context, exc: BaseException) -> NoReturn:
     if debug:
         traceback.print_exception(exc)
     if state is not None and state.json:
-        error: dict[str, Any] = {"errorCode": error_code, "message": message, "exitCode": code}
+        error: dict[str, Any] = {
+            "errorCode": error_code,
+            "message": message,
+            "exitCode": code,
+            "httpStatus": status,
+        }
         if conflicts:
             error["conflicts"] = conflicts
         out.json({"error": error})
@@ -188,6 +198,7 @@ def cli(
       loch diff main etl                    # what etl changed
       loch merge etl --into main            # merge it
       loch log -n 5 --oneline               # recent commits of main
+      loch notifications add commits https://ci.example.com/hook
       loch --json branch list | jq -r '.[].name'
       LOCH_URI=http://catalog:19120/api/v2 loch show main
     """
@@ -200,7 +211,19 @@ def cli(
     ctx.call_on_close(state.close)
 
 
-for command in (branch, cherry_pick, config, content, diff, log, merge, serve, show, tag):
+for command in (
+    branch,
+    cherry_pick,
+    config,
+    content,
+    diff,
+    log,
+    merge,
+    notifications,
+    serve,
+    show,
+    tag,
+):
     cli.add_command(command)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from loch.cli.context import EXIT_ERROR, KEY, REF, RefSpec, State, json_option, pass_state
@@ -9,7 +12,59 @@ from loch.cli.output import key_text
 from loch.cli.render import merge_json, render_merge_details
 from loch.model.keys import Key
 
-__all__ = ["merge"]
+__all__ = ["merge", "merge_modes", "mode_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mode_options(incoming: str) -> Callable[[F], F]:
+    """``--strategy``, ``--force-key`` and ``--drop-key`` of a merge or cherry-pick.
+
+    Args:
+        incoming: Whose content the changes bring, for the help texts (``FROM's``,
+            ``the picked commits'``).
+    """
+
+    def decorate(f: F) -> F:
+        f = click.option(
+            "--drop-key",
+            "drop_keys",
+            type=KEY,
+            multiple=True,
+            metavar="KEY",
+            help=f"Keep the target's content for this key instead of {incoming} (repeatable).",
+        )(f)
+        f = click.option(
+            "--force-key",
+            "force_keys",
+            type=KEY,
+            multiple=True,
+            metavar="KEY",
+            help=f"Take {incoming} content for this key even if it conflicts (repeatable).",
+        )(f)
+        return click.option(
+            "--strategy",
+            type=click.Choice(["normal", "force", "drop"], case_sensitive=False),
+            default="normal",
+            show_default=True,
+            help=f"For every key: normal (conflicts stop it), force (take {incoming} "
+            "content) or drop (keep the target's).",
+        )(f)
+
+    return decorate
+
+
+def merge_modes(
+    strategy: str, force_keys: tuple[Key, ...], drop_keys: tuple[Key, ...]
+) -> tuple[str | None, dict[Key, str] | None]:
+    """The default mode and per-key modes of the options of :func:`mode_options`.
+
+    ``--force-key`` wins over ``--drop-key`` for a key given to both.
+    """
+    modes = {k: "DROP" for k in drop_keys}
+    modes.update({k: "FORCE" for k in force_keys})
+    default = strategy.upper() if strategy.lower() != "normal" else None
+    return default, modes or None
 
 
 @click.command()
@@ -23,30 +78,7 @@ __all__ = ["merge"]
 )
 @click.option("--dry-run", "-n", is_flag=True, help="Only check for conflicts; write nothing.")
 @click.option("--message", "-m", help="Message of the merge commit.")
-@click.option(
-    "--strategy",
-    type=click.Choice(["normal", "force", "drop"], case_sensitive=False),
-    default="normal",
-    show_default=True,
-    help="For every key: normal (conflicts stop the merge), force (take FROM's content) "
-    "or drop (keep the target's).",
-)
-@click.option(
-    "--force-key",
-    "force_keys",
-    type=KEY,
-    multiple=True,
-    metavar="KEY",
-    help="Take FROM's content for this key even if it conflicts (repeatable).",
-)
-@click.option(
-    "--drop-key",
-    "drop_keys",
-    type=KEY,
-    multiple=True,
-    metavar="KEY",
-    help="Leave this key out of the merge (repeatable).",
-)
+@mode_options("FROM's")
 @json_option
 @pass_state
 @click.pass_context
@@ -81,8 +113,7 @@ def merge(
     target, expected = state.branch_target(into, "--into")
     from_hash = state.resolve_hash(from_ref)
     from_name = state.ref_name(from_ref)
-    modes = {k: "DROP" for k in drop_keys}
-    modes.update({k: "FORCE" for k in force_keys})
+    default_mode, modes = merge_modes(strategy, force_keys, drop_keys)
     resp = state.client.merge(
         target,
         from_name,
@@ -91,8 +122,8 @@ def merge(
         message=message,
         dry_run=dry_run,
         return_conflicts=True,
-        default_mode=strategy.upper() if strategy.lower() != "normal" else None,
-        key_modes=modes or None,
+        default_mode=default_mode,
+        key_modes=modes,
     )
     out = state.out
     conflicts = [d for d in resp.details if d.conflict]

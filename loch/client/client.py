@@ -8,15 +8,18 @@ from urllib.parse import quote
 
 import httpx
 
+from loch.client.errors import ServerUnreachableError, with_http_status
 from loch.client.models import (
     CommitResponse,
+    Delivery,
     DiffEntry,
     Entry,
     LogEntry,
     MergeResponse,
+    Notification,
     Reference,
 )
-from loch.errors import BadRequestError, ServiceUnavailableError, error_from_json
+from loch.errors import BadRequestError, UnknownError, error_from_json
 from loch.model.keys import Key, encode_escaped
 
 __all__ = ["CommitBuilder", "LochClient"]
@@ -37,12 +40,29 @@ def _key_json(key: Sequence[str]) -> dict[str, Any]:
     return {"elements": list(key)}
 
 
+def _id_path(text: str) -> str:
+    return quote(text, safe="")
+
+
+def _merge_modes(
+    body: dict[str, Any], default_mode: str | None, key_modes: dict[Key, str] | None
+) -> None:
+    if default_mode:
+        body["defaultKeyMergeMode"] = default_mode
+    if key_modes:
+        body["keyMergeModes"] = [
+            {"key": _key_json(k), "mergeBehavior": m} for k, m in key_modes.items()
+        ]
+
+
 class LochClient:
     """Client for one Loch (or Nessie) server.
 
     Errors come back as the :mod:`loch.errors` exceptions the server raised, rebuilt
-    from the response's ``errorCode`` (conflicts included). Listings page
-    automatically. Use it as a context manager, or call :meth:`close`.
+    from the response's ``errorCode`` (conflicts included), with the HTTP status of the
+    answer in their ``http_status`` attribute (see :func:`loch.client.http_status`). If
+    no server answers, :class:`~loch.client.ServerUnreachableError` is raised. Listings
+    page automatically. Use it as a context manager, or call :meth:`close`.
 
     Example:
         >>> with LochClient("http://127.0.0.1:19120/api/v2") as c:  # doctest: +SKIP
@@ -90,18 +110,29 @@ class LochClient:
         try:
             resp = self._http.request(method, path, params=params, json=json, headers=headers)
         except httpx.TimeoutException as e:
-            raise ServiceUnavailableError(f"Timed out talking to {self.uri}: {e}") from e
+            raise ServerUnreachableError(f"Timed out talking to {self.uri}: {e}") from e
         except httpx.TransportError as e:
-            raise ServiceUnavailableError(f"Cannot reach {self.uri}: {e}") from e
-        if resp.status_code >= 400:
+            raise ServerUnreachableError(f"Cannot reach {self.uri}: {e}") from e
+        status = resp.status_code
+        if status >= 400:
             try:
                 body = resp.json()
             except ValueError:
-                body = {"message": resp.text.strip() or resp.reason_phrase}
-            raise error_from_json(resp.status_code, body)
+                text = " ".join(resp.text.split())
+                body = {"message": text[:300] or resp.reason_phrase or f"HTTP {status}"}
+            raise with_http_status(error_from_json(status, body), status)
         if not resp.content:
             return {}
-        return resp.json()
+        try:
+            return resp.json()
+        except ValueError:
+            raise with_http_status(
+                UnknownError(
+                    f"{method} {self.uri}{path} answered HTTP {status} without JSON; "
+                    f"is {self.uri} a Nessie API v2 base URI?"
+                ),
+                status,
+            ) from None
 
     def _pages(self, path: str, params: dict[str, Any], field: str) -> Iterator[dict[str, Any]]:
         params = {k: v for k, v in params.items() if v is not None}
@@ -138,6 +169,29 @@ class LochClient:
             "GET", f"/trees/{_ref_path(name)}", params={"fetch": "ALL"} if fetch_all else None
         )
         return Reference.from_json(body["reference"])
+
+    def resolve(self, ref: str) -> Reference:
+        """The commit a reference expression points at, as the server resolves it.
+
+        Takes everything Nessie's reference syntax allows: ``name``, ``-`` (the default
+        branch), ``name@hash``, ``@hash``, and relative steps such as ``main~1``,
+        ``main^2`` or ``main*2024-01-01T00:00:00Z``. Works for a branch without commits
+        too (its hash is then the server's ``noAncestorHash``).
+
+        Args:
+            ref: The reference expression.
+
+        Returns:
+            The effective reference: a BRANCH or TAG with its name and the resolved
+            hash, or DETACHED with the hash alone for ``@hash`` expressions.
+
+        Raises:
+            ReferenceNotFoundError: the reference or a commit does not exist, or the
+                relative steps lead before the beginning of history.
+            BadRequestError: the expression is malformed.
+        """
+        body = self._request("GET", f"/trees/{_ref_path(ref)}/entries", params={"max-records": 1})
+        return Reference.from_json(body["effectiveReference"])
 
     def _create(self, name: str, ref_type: str, source: Reference) -> Reference:
         body = self._request(
@@ -239,12 +293,7 @@ class LochClient:
         }
         if message:
             body["commitMeta"] = {"message": message}
-        if default_mode:
-            body["defaultKeyMergeMode"] = default_mode
-        if key_modes:
-            body["keyMergeModes"] = [
-                {"key": _key_json(k), "mergeBehavior": m} for k, m in key_modes.items()
-            ]
+        _merge_modes(body, default_mode, key_modes)
         resp = self._request(
             "POST", f"/trees/{_ref_path(branch, expected_hash)}/history/merge", json=body
         )
@@ -259,17 +308,37 @@ class LochClient:
         expected_hash: str | None = None,
         message: str | None = None,
         dry_run: bool = False,
+        return_conflicts: bool = False,
+        default_mode: str | None = None,
+        key_modes: dict[Key, str] | None = None,
     ) -> MergeResponse:
-        """Cherry-pick ``hashes`` (oldest first) from ``from_ref`` onto ``branch``."""
+        """Cherry-pick ``hashes`` (oldest first) from ``from_ref`` onto ``branch``.
+
+        Args:
+            branch: The branch to replay the commits on.
+            from_ref: The reference the commits are on.
+            hashes: The commits, oldest first, forming a chain of parents.
+            expected_hash: Only if ``branch`` is still there (default: its head now).
+            message: Message of the new commit (when transplanting one commit).
+            dry_run: Only check; write nothing.
+            return_conflicts: Answer conflicts as a :class:`MergeResponse` whose
+                ``was_successful`` is False (with the conflict of each key in
+                ``details``) instead of raising :class:`ReferenceConflictError`.
+            default_mode: ``NORMAL``, ``FORCE`` (take the picked content) or ``DROP``
+                (keep the target's) for every key.
+            key_modes: Modes of single keys, overriding ``default_mode``.
+        """
         if expected_hash is None:
             expected_hash = self.get_reference(branch).hash
         body: dict[str, Any] = {
             "fromRefName": from_ref,
             "hashesToTransplant": list(hashes),
             "isDryRun": dry_run,
+            "isReturnConflictAsResult": return_conflicts,
         }
         if message:
             body["message"] = message
+        _merge_modes(body, default_mode, key_modes)
         resp = self._request(
             "POST", f"/trees/{_ref_path(branch, expected_hash)}/history/transplant", json=body
         )
@@ -338,6 +407,85 @@ class LochClient:
             json={"requestedKeys": [_key_json(k) for k in keys]},
         )
         return {tuple(c["key"]["elements"]): c["content"] for c in body.get("contents") or []}
+
+    # -- notifications (Loch's webhooks) -----------------------------------------------------
+
+    def add_notification(self, kind: str, url: str, secret: str | None = None) -> Notification:
+        """Subscribe a webhook to one kind of event.
+
+        Args:
+            kind: One of :data:`~loch.client.NOTIFICATION_KINDS`: ``commits``,
+                ``merges``, ``transplants``, ``references-created``,
+                ``references-deleted`` or ``references-assigned``.
+            url: The absolute http(s) URL events are POSTed to.
+            secret: Sign each delivery with HMAC-SHA256 of this secret
+                (``Loch-Signature: sha256=…``).
+
+        Returns:
+            The new notification; it receives the events recorded from now on.
+
+        Raises:
+            BadRequestError: unknown kind, or a URL or secret the server refuses.
+        """
+        body: dict[str, Any] = {"type": "WEBHOOK", "url": url}
+        if secret is not None:
+            body["secret"] = secret
+        obj = self._request("POST", f"/notifications/{_id_path(kind)}", json=body)
+        return Notification.from_json(obj)
+
+    def notifications(self) -> list[Notification]:
+        """All notifications, oldest first."""
+        body = self._request("GET", "/notifications")
+        return [Notification.from_json(n) for n in body.get("notifications") or []]
+
+    def get_notification(self, notification_id: str) -> Notification:
+        """One notification (raises NotificationNotFoundError)."""
+        obj = self._request("GET", f"/notifications/{_id_path(notification_id)}")
+        return Notification.from_json(obj)
+
+    def update_notification(
+        self, notification_id: str, url: str, secret: str | None = None
+    ) -> Notification:
+        """Replace a notification's target: its URL and secret.
+
+        The kind of events it receives stays. The secret is replaced too: without
+        ``secret``, deliveries are no longer signed.
+        """
+        body: dict[str, Any] = {"type": "WEBHOOK", "url": url}
+        if secret is not None:
+            body["secret"] = secret
+        obj = self._request("PUT", f"/notifications/{_id_path(notification_id)}", json=body)
+        return Notification.from_json(obj)
+
+    def delete_notification(self, notification_id: str) -> None:
+        """Delete a notification and its pending deliveries (raises NotificationNotFoundError)."""
+        self._request("DELETE", f"/notifications/{_id_path(notification_id)}")
+
+    def deliveries(
+        self, notification_id: str, status: str | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """A notification's deliveries, newest first, each with its attempts.
+
+        Args:
+            notification_id: The notification.
+            status: Only deliveries in this state: ``PENDING``, ``DELIVERED`` or ``FAILED``.
+            limit: At most this many (1 to 1000).
+        """
+        params: dict[str, Any] = {"max-records": limit}
+        if status is not None:
+            params["status"] = status
+        body = self._request(
+            "GET", f"/notifications/{_id_path(notification_id)}/deliveries", params=params
+        )
+        return [Delivery.from_json(d) for d in body.get("deliveries") or []]
+
+    def redeliver(self, notification_id: str, delivery_id: int) -> Delivery:
+        """Queue a delivery to be sent again (whatever its state); returns it, PENDING."""
+        obj = self._request(
+            "POST",
+            f"/notifications/{_id_path(notification_id)}/deliveries/{int(delivery_id)}/redeliver",
+        )
+        return Delivery.from_json(obj)
 
 
 class CommitBuilder:

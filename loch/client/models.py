@@ -8,15 +8,33 @@ from typing import Any
 from loch.model.keys import Key
 
 __all__ = [
+    "DELIVERY_STATUSES",
+    "NOTIFICATION_KINDS",
     "CommitMeta",
     "CommitResponse",
+    "Delivery",
+    "DeliveryAttempt",
     "DiffEntry",
     "Entry",
     "KeyDetail",
     "LogEntry",
     "MergeResponse",
+    "Notification",
     "Reference",
 ]
+
+NOTIFICATION_KINDS = (
+    "commits",
+    "merges",
+    "transplants",
+    "references-created",
+    "references-deleted",
+    "references-assigned",
+)
+"""What a notification can subscribe to (``POST /notifications/{kind}``)."""
+
+DELIVERY_STATUSES = ("PENDING", "DELIVERED", "FAILED")
+"""Where a delivery stands: waiting (or retrying), delivered, or given up."""
 
 
 @dataclass(frozen=True)
@@ -170,3 +188,154 @@ class MergeResponse:
                 for d in obj.get("details") or []
             ],
         )
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A webhook subscription: events of one type are POSTed to ``url``.
+
+    Attributes:
+        id: The notification's id (a UUID).
+        type: How events are sent: ``WEBHOOK``.
+        url: Where they are POSTed.
+        event_type: ``COMMIT``, ``MERGE``, ``TRANSPLANT``, ``REFERENCE_CREATED``,
+            ``REFERENCE_DELETED`` or ``REFERENCE_ASSIGNED``.
+        has_secret: Deliveries are signed (``Loch-Signature`` header); the secret itself
+            is never shown.
+        created_at: ISO instant of its creation.
+    """
+
+    id: str
+    type: str
+    url: str
+    event_type: str
+    has_secret: bool
+    created_at: str | None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Notification:
+        return cls(
+            str(obj["id"]),
+            str(obj.get("type") or "WEBHOOK"),
+            str(obj.get("url") or ""),
+            str(obj.get("eventType") or ""),
+            bool(obj.get("hasSecret")),
+            obj.get("createdAt"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form, as the server answers it."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "url": self.url,
+            "eventType": self.event_type,
+            "hasSecret": self.has_secret,
+            "createdAt": self.created_at,
+        }
+
+
+@dataclass(frozen=True)
+class DeliveryAttempt:
+    """One HTTP attempt of a delivery: its answer's status code, or the error."""
+
+    attempt: int
+    at: str | None
+    status_code: int | None
+    error: str | None
+    duration_ms: float | None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> DeliveryAttempt:
+        return cls(
+            int(obj.get("attempt") or 0),
+            obj.get("at"),
+            obj.get("statusCode"),
+            obj.get("error"),
+            obj.get("durationMs"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form."""
+        return {
+            "attempt": self.attempt,
+            "at": self.at,
+            "statusCode": self.status_code,
+            "error": self.error,
+            "durationMs": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event for one notification, and how its delivery went.
+
+    Attributes:
+        id: The delivery's id (what ``redeliver`` takes).
+        event_id: The event's id (``Loch-Event-Id`` header; the same on every attempt).
+        event_type: The event's type, e.g. ``COMMIT``.
+        event_seq: The event's position in the server's outbox.
+        status: ``PENDING``, ``DELIVERED`` or ``FAILED``.
+        attempts: How many attempts were made.
+        created_at: When the delivery was queued (again, after a redelivery).
+        last_attempt_at: When it was last attempted, if ever.
+        next_attempt_at: When it is retried (pending deliveries only).
+        last_status_code: HTTP status of the last answer (None if none came).
+        last_error: Why the last attempt failed, if it did.
+        delivered_at: When it was delivered, if it was.
+        attempt_log: Every attempt, oldest first (None where the server does not list
+            them, as in the answer to a redelivery).
+    """
+
+    id: int
+    event_id: str
+    event_type: str
+    event_seq: int | None
+    status: str
+    attempts: int
+    created_at: str | None
+    last_attempt_at: str | None
+    next_attempt_at: str | None
+    last_status_code: int | None
+    last_error: str | None
+    delivered_at: str | None
+    attempt_log: list[DeliveryAttempt] | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Delivery:
+        log = obj.get("attemptLog")
+        return cls(
+            int(obj["id"]),
+            str(obj.get("eventId") or ""),
+            str(obj.get("eventType") or ""),
+            obj.get("eventSeq"),
+            str(obj.get("status") or ""),
+            int(obj.get("attempts") or 0),
+            obj.get("createdAt"),
+            obj.get("lastAttemptAt"),
+            obj.get("nextAttemptAt"),
+            obj.get("lastStatusCode"),
+            obj.get("lastError"),
+            obj.get("deliveredAt"),
+            None if log is None else [DeliveryAttempt.from_json(a) for a in log],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form (``attemptLog`` only when known)."""
+        obj: dict[str, Any] = {
+            "id": self.id,
+            "eventId": self.event_id,
+            "eventType": self.event_type,
+            "eventSeq": self.event_seq,
+            "status": self.status,
+            "attempts": self.attempts,
+            "createdAt": self.created_at,
+            "lastAttemptAt": self.last_attempt_at,
+            "nextAttemptAt": self.next_attempt_at,
+            "lastStatusCode": self.last_status_code,
+            "lastError": self.last_error,
+            "deliveredAt": self.delivered_at,
+        }
+        if self.attempt_log is not None:
+            obj["attemptLog"] = [a.to_json() for a in self.attempt_log]
+        return obj

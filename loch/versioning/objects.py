@@ -27,6 +27,9 @@ class Commit:
 
     ``gen`` is 1 + the largest parent generation (0 for the no-ancestor root) and
     ``depth`` the number of commits on the first-parent chain, this one included.
+    ``skip`` is the first-parent ancestor at depth ``depth - lowbit(depth)``: following
+    skips and parents reaches any ancestor depth in O(log n) steps (``~N``, history
+    checks), instead of walking every commit.
     ``ops`` are stored as ``["PUT", key, value id, content id, type]`` or
     ``["DELETE", key]``.
     """
@@ -39,6 +42,7 @@ class Commit:
     gen: int
     depth: int
     time_us: int
+    skip: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,7 @@ class Value:
     documentation: dict[str, Any] | None
 
 
-ROOT = Commit(NO_ANCESTOR, (), None, {}, [], 0, 0, 0)
+ROOT = Commit(NO_ANCESTOR, (), None, {}, [], 0, 0, 0, NO_ANCESTOR)
 
 
 def encode_commit(
@@ -61,6 +65,7 @@ def encode_commit(
     gen: int,
     depth: int,
     time_us: int,
+    skip: str,
 ) -> tuple[str, bytes]:
     """Canonical bytes and id of a commit."""
     data = canonical_bytes(
@@ -74,6 +79,7 @@ def encode_commit(
                 "gen": gen,
                 "depth": depth,
                 "time_us": time_us,
+                "skip": skip,
             },
         ]
     )
@@ -168,6 +174,7 @@ class ObjectReader:
             d["gen"],
             d["depth"],
             d["time_us"],
+            d["skip"],
         )
 
     def values(self, ids: Iterable[str]) -> dict[str, Value]:

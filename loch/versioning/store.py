@@ -198,8 +198,12 @@ class StoreCore:
     ) -> Commit:
         first = self._pending_commit(pending, parents[0])
         gen = 1 + max(self._pending_commit(pending, p).gen for p in parents)
-        cid, data = encode_commit(parents, tree, meta, ops, gen, first.depth + 1, time_us)
-        commit = Commit(cid, tuple(parents), tree, meta, ops, gen, first.depth + 1, time_us)
+        depth = first.depth + 1
+        skip = self._ancestor_at(
+            first, depth - (depth & -depth), lambda h: self._pending_commit(pending, h)
+        ).id
+        cid, data = encode_commit(parents, tree, meta, ops, gen, depth, time_us, skip)
+        commit = Commit(cid, tuple(parents), tree, meta, ops, gen, depth, time_us, skip)
         pending.objects[cid] = data
         pending.decoded[cid] = commit
         return commit
@@ -350,12 +354,11 @@ class StoreCore:
 
     def _relative(self, h: str, kind: str, value: str) -> str:
         if kind == "~":
-            for _ in range(int(value)):
-                c = self.commit_of(h)
-                if not c.parents:
-                    raise ReferenceNotFoundError(f"Commit '{h}' has no parent")
-                h = c.parents[0]
-            return h
+            n = int(value)
+            c = self.commit_of(h)
+            if n > c.depth:
+                raise ReferenceNotFoundError(f"Commit '{h}' has fewer than {n} ancestors")
+            return self.ancestor_at(h, c.depth - n).id
         if kind == "^":
             n = int(value)
             if n == 0:
@@ -392,11 +395,20 @@ class StoreCore:
             target = self.commit_of(expected)
         except ReferenceNotFoundError:
             raise missing from None
-        c = self.commit_of(head)
-        while c.depth > target.depth:
-            c = self.commit_of(c.parents[0])
-        if c.id != expected:
+        if self.ancestor_at(head, target.depth).id != expected:
             raise missing
+
+    def ancestor_at(self, commit_hash: str, depth: int) -> Commit:
+        """The first-parent ancestor of a commit at ``depth`` (the root at 0 or below)."""
+        return self._ancestor_at(self.commit_of(commit_hash), depth, self.commit_of)
+
+    @staticmethod
+    def _ancestor_at(c: Commit, depth: int, load: Callable[[str], Commit]) -> Commit:
+        depth = max(0, depth)
+        while c.depth > depth:
+            d = c.depth
+            c = load(c.skip) if d - (d & -d) >= depth else load(c.parents[0])
+        return c
 
     # -- commit ---------------------------------------------------------------------------
 
