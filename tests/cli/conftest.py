@@ -14,15 +14,17 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner
@@ -190,3 +192,116 @@ def put_table(
     if key in present:
         content["id"] = present[key]["id"]
     return builder.put(key, content).commit(message).hash
+
+
+# -- a webhook receiver ----------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def wait_until(
+    probe: Callable[[], T | None], what: str, timeout: float = 30.0, interval: float = 0.05
+) -> T:
+    """Call ``probe`` until it returns something other than None (or fail after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request the receiver got."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+class Receiver:
+    """A real HTTP server (``http.server``) on a free port, in a thread of the test process.
+
+    It records every request and answers each path with the statuses planned for it by
+    :meth:`answer`, one per request (the last one repeats; 204 if none is planned). GET
+    answers an HTML page (a server that does not speak JSON).
+    """
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self._plans: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status = receiver._record("POST", self.path, dict(self.headers.items()), body)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:
+                receiver._record("GET", self.path, dict(self.headers.items()), b"")
+                page = b"<html><body>not an API</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # keep the test output clean
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def _record(self, method: str, path: str, headers: dict[str, str], body: bytes) -> int:
+        with self._lock:
+            self.received.append(Received(method, path, headers, body))
+            plan = self._plans.get(path) or [204]
+            return plan.pop(0) if len(plan) > 1 else plan[0]
+
+    def url(self, path: str = "/hook") -> str:
+        """The URL of ``path`` on this receiver."""
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def answer(self, path: str, *statuses: int) -> None:
+        """Answer the next requests to ``path`` with ``statuses``, in turn."""
+        with self._lock:
+            self._plans[path] = list(statuses)
+
+    def posts(self, path: str | None = None) -> list[Received]:
+        """The POSTs received so far (to ``path`` only, if given)."""
+        with self._lock:
+            return [r for r in self.received if r.method == "POST" and path in (None, r.path)]
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(10)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver running for one test."""
+    r = Receiver()
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()

@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import re
+import socket
 import subprocess
 
 import click
@@ -48,7 +49,8 @@ def test_root_help_documents_exit_codes_refs_and_completion(loch: Loch) -> None:
         assert line in out
     assert 'eval "$(_LOCH_COMPLETE=bash_source loch)"' in out
     assert "LOCH_URI" in out and "LOCH_REF" in out
-    for verb in ("branch", "tag", "log", "diff", "merge", "cherry-pick", "content", "show"):
+    verbs = ("branch", "tag", "log", "diff", "merge", "cherry-pick", "content", "show")
+    for verb in (*verbs, "notifications"):
         assert re.search(rf"^  {verb}\s", out, re.MULTILINE), verb
     assert re.search(r"^  serve\s", out, re.MULTILINE)
 
@@ -73,7 +75,19 @@ def test_unreachable_server_json_error(loch: Loch) -> None:
     error = json.loads(run.stdout)["error"]
     assert error["exitCode"] == 3
     assert error["errorCode"] == "SERVICE_UNAVAILABLE"
+    assert error["httpStatus"] is None
     assert "Cannot reach" in error["message"]
+
+
+def test_timeout_exits_3(loch: Loch) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)  # accepts connections, never answers
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}/api/v2"
+        run = loch("--uri", uri, "--timeout", "0.3", "branch", "list")
+    assert run.code == 3
+    assert run.stderr.startswith(f"loch: error: Timed out talking to {uri}")
+    assert "start it with `loch serve`" in run.stderr
 
 
 def test_debug_adds_the_traceback(loch: Loch) -> None:
@@ -98,6 +112,7 @@ def test_json_error_object_on_stdout(loch: Loch) -> None:
             "errorCode": "REFERENCE_NOT_FOUND",
             "message": "Named reference 'no-such-branch' not found",
             "exitCode": 1,
+            "httpStatus": 404,
         }
     }
 
@@ -107,6 +122,8 @@ def test_wrong_uri_path_hints_at_the_api_base(loch: Loch) -> None:
     run = loch("--uri", base, "branch", "list")
     assert run.code == 1
     assert f"is {base} the server's API v2 base URI" in run.stderr
+    error = loch("--json", "--uri", base, "config").json()["error"]
+    assert (error["errorCode"], error["httpStatus"], error["exitCode"]) == ("UNKNOWN", 404, 1)
 
 
 def test_usage_errors_exit_2(loch: Loch) -> None:
