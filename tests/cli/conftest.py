@@ -219,7 +219,7 @@ class Received:
 
     method: str
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in lower case
     body: bytes
 
     def json(self) -> Any:
@@ -244,13 +244,17 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status = receiver._record("POST", self.path, dict(self.headers.items()), body)
+                status = receiver._record(
+                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def do_GET(self) -> None:
-                receiver._record("GET", self.path, dict(self.headers.items()), b"")
+                receiver._record(
+                    "GET", self.path, {k.lower(): v for k, v in self.headers.items()}, b""
+                )
                 page = b"<html><body>not an API</body></html>"
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
