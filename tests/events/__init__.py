@@ -1,0 +1,1 @@
+"""Webhook notifications end to end: a real ``loch serve`` and real HTTP receivers."""
