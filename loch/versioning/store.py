@@ -15,7 +15,7 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from loch.errors import (
     BadRequestError,
     Conflict,
     ConflictType,
+    LochError,
     ReferenceConflictError,
     ReferenceNotFoundError,
     TooManyRequestsError,
@@ -47,6 +48,7 @@ from loch.versioning.changes import (
     RefCreated,
     RefDeleted,
 )
+from loch.versioning.combiner import Combiner, Job
 from loch.versioning.conflicts import apply_overlay, key_change_conflict, namespace_conflicts
 from loch.versioning.index import LeafValue, Node
 from loch.versioning.objects import Commit, ObjectReader, encode_commit, encode_value
@@ -104,6 +106,17 @@ class _Pending:
     events: Sequence[OutboxEvent] = ()
 
 
+@dataclass
+class _CommitRequest:
+    """A commit waiting in its branch's queue (see :class:`~.combiner.Combiner`)."""
+
+    expected: str
+    ops: list[Operation]
+    meta: dict[str, Any]
+    now: int
+    new_ids: dict[Key, str] = field(default_factory=dict)
+
+
 def _now_us() -> int:
     return time.time_ns() // 1000
 
@@ -124,6 +137,7 @@ class StoreCore:
     ) -> None:
         self.persist = persist
         self.on_change = on_change
+        self._committer: Combiner[_CommitRequest] = Combiner(self._commit_batch)
         self.listeners: list[Callable[[Change], None]] = []
         """Called after each change took effect (e.g. to wake the webhook dispatcher)."""
         self.default_branch = validate_ref_name(default_branch, for_create=True)
@@ -386,7 +400,12 @@ class StoreCore:
 
     def check_in_history(self, branch: str, head: str, expected: str) -> None:
         """404 unless ``expected`` is on the first-parent chain of ``head``."""
-        if expected in (head, NO_ANCESTOR):
+        self._check_in_history(branch, self.commit_of(head), expected, _Pending())
+
+    def _check_in_history(
+        self, branch: str, head: Commit, expected: str, pending: _Pending
+    ) -> None:
+        if expected in (head.id, NO_ANCESTOR):
             return
         missing = ReferenceNotFoundError(
             f"Could not find commit '{expected}' in reference '{branch}'."
@@ -395,7 +414,8 @@ class StoreCore:
             target = self.commit_of(expected)
         except ReferenceNotFoundError:
             raise missing from None
-        if self.ancestor_at(head, target.depth).id != expected:
+        found = self._ancestor_at(head, target.depth, lambda h: self._pending_commit(pending, h))
+        if found.id != expected:
             raise missing
 
     def ancestor_at(self, commit_hash: str, depth: int) -> Commit:
@@ -437,23 +457,55 @@ class StoreCore:
         check_unique_keys(ops)
         now = self.clock()
         meta_n = normalize_meta(meta, committer, now)
-        new_ids: dict[Key, str] = {}
+        request = _CommitRequest(expected, ops, meta_n, now)
+        result: CommitResult = self._committer.submit(branch, request)
+        return result
+
+    def _commit_batch(self, branch: Hashable, jobs: Sequence[Job[_CommitRequest]]) -> None:
+        """Apply queued commits to ``branch`` one after the other and publish them with one
+        reference update (one transaction, one sync to disk). A commit that fails (conflict,
+        invalid ids, unknown expected hash) fails alone; the others still land."""
+        assert isinstance(branch, str)
         started = time.monotonic()
         for attempt in range(self.max_write_attempts):
             head = self.get_reference(branch).hash
-            self.check_in_history(branch, head, expected)
             pending = _Pending()
-            head_c = self.commit_of(head)
-            exp_tree = self.commit_of(expected).tree
-            edits, stored_ops, added = self._prepare_ops(
-                pending, ops, exp_tree, head_c.tree, new_ids
-            )
-            tree = self._update_tree(pending, head_c.tree, edits)
-            c = self._new_commit(pending, [head], tree, meta_n, stored_ops, now)
-            change = CommitChange(branch, head, c, pending.values, now)
-            if self._publish(branch, head, c.id, pending, change):
-                return CommitResult(c.id, added, c, branch)
-            self._backoff(attempt, started)
+            load = self._loader(pending)
+            cur = self._pending_commit(pending, head)
+            events: list[OutboxEvent] = []
+            landed: list[tuple[Job[_CommitRequest], CommitResult, Change]] = []
+            for job in jobs:
+                req = job.payload
+                job.error = None
+                try:
+                    self._check_in_history(branch, cur, req.expected, pending)
+                    exp_tree = self.commit_of(req.expected).tree
+                    edits, stored_ops, added = self._prepare_ops(
+                        pending, req.ops, exp_tree, cur.tree, req.new_ids, load
+                    )
+                    tree = self._update_tree(pending, cur.tree, edits)
+                    c = self._new_commit(pending, [cur.id], tree, req.meta, stored_ops, req.now)
+                except LochError as e:
+                    job.error = e
+                    continue
+                change = CommitChange(branch, cur.id, c, pending.values, req.now)
+                events.extend(self._events(change))
+                landed.append((job, CommitResult(c.id, added, c, branch), change))
+                cur = c
+            if not landed:
+                return
+            try:
+                self.persist.update_ref(branch, head, cur.id, pending.objects, events)
+            except RefConditionFailed:
+                self._backoff(attempt, started)
+                continue
+            except RefMissing:
+                raise ReferenceNotFoundError(f"Named reference '{branch}' not found") from None
+            self.objects.remember(pending.decoded)
+            for job, result, landed_change in landed:
+                job.result = result
+                self._notify(landed_change)
+            return
         raise TooManyRequestsError("The branch kept moving while committing; retry")
 
     def _prepare_ops(
@@ -463,12 +515,11 @@ class StoreCore:
         exp_tree: str | None,
         head_tree: str | None,
         new_ids: dict[Key, str],
+        load: index.NodeLoader,
     ) -> tuple[dict[Key, LeafValue | None], list[list[Any]], list[tuple[Key, str]]]:
         keys = list({op.key: None for op in ops})
-        exp_state = index.get_many(self.load_node, exp_tree, keys)
-        head_state = (
-            exp_state if exp_tree == head_tree else index.get_many(self.load_node, head_tree, keys)
-        )
+        exp_state = index.get_many(load, exp_tree, keys)
+        head_state = exp_state if exp_tree == head_tree else index.get_many(load, head_tree, keys)
         deleted = {op.key for op in ops if isinstance(op, Delete)}
         deleted_ids = {exp_state[k][0] for k in deleted if k in exp_state}
         used_ids: set[str] = set()
@@ -529,7 +580,7 @@ class StoreCore:
                         f"key '{key_str(op.key)}' does not exist",
                     )
                 )
-        conflicts.extend(self._namespace_check(head_tree, head_state, edits))
+        conflicts.extend(self._namespace_check(head_tree, head_state, edits, load))
         if conflicts:
             raise ReferenceConflictError.from_conflicts(conflicts)
         return edits, stored, added
