@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from starlette.responses import JSONResponse
 
 from loch.api import notifications, v1, v2
 from loch.api.errors import error_body, install_error_handlers
 from loch.api.middleware import RawPathMiddleware, RequestBodyMiddleware
+from loch.api.responses import JSONResponse
 from loch.backends import open_store
 from loch.config import Settings
 from loch.errors import LochError

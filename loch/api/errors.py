@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse
 
+from loch.api.responses import JSONResponse
 from loch.errors import ErrorCode, LochError
 
 __all__ = ["error_body", "error_response", "install_error_handlers"]

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Body, Query, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
+from loch.api.responses import JSONResponse
 from loch.errors import BadRequestError, NotificationNotFoundError, ServiceUnavailableError
 from loch.events import KIND_TO_TYPE, Delivery, DeliveryStatus, Notification, NotificationStore
 from loch.versioning.operations import format_time

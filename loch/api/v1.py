@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from loch.api.common import body_keys, decode_param, path_key, store
+from loch.api.responses import JSONResponse
 from loch.api.v2 import merge_or_transplant, target_ref
 from loch.errors import (
     BadRequestError,

@@ -6,7 +6,6 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
-from starlette.responses import JSONResponse
 
 from loch.api.common import (
     body_keys,
@@ -19,6 +18,7 @@ from loch.api.common import (
     store,
     write_target,
 )
+from loch.api.responses import JSONResponse
 from loch.errors import BadRequestError
 from loch.model.views import (
     commit_meta_v2,

@@ -8,6 +8,9 @@ Typical use::
     spark.sql("CREATE NAMESPACE nessie.db")
     add_catalog(spark, "nessie_dev", "http://127.0.0.1:19120", "dev", "/data/warehouse")
 
+Pipelines write on a branch and publish by merging it (:func:`branch_workflow`), and
+read tables as they were at a tag, a hash or an instant (:func:`read_at`).
+
 Nothing here imports PySpark until a session is built.
 """
 
@@ -36,18 +39,44 @@ from loch.spark.session import (
     session_conf,
     warehouse_uri,
 )
+from loch.spark.timetravel import (
+    format_instant,
+    read_at,
+    resolve_timestamp,
+    split_identifier,
+    table_at,
+)
+from loch.spark.workflow import (
+    RUN_PROPERTIES,
+    Audit,
+    AuditFailed,
+    AuditResult,
+    BranchRun,
+    Check,
+    MergeConflict,
+    branch_workflow,
+    quote_identifier,
+)
 
 __all__ = [
     "DEFAULT_CATALOG",
     "ENV_JARS",
     "ENV_MAVEN",
     "JACKSON_RELOCATION",
+    "RUN_PROPERTIES",
     "SHADED_JACKSON_PREFIX",
+    "Audit",
+    "AuditFailed",
+    "AuditResult",
+    "BranchRun",
+    "Check",
     "CheckReport",
+    "MergeConflict",
     "Relocation",
     "SparkJars",
     "SparkSetupError",
     "add_catalog",
+    "branch_workflow",
     "build_relocated_jar",
     "build_session",
     "cache_dir",
@@ -56,9 +85,15 @@ __all__ = [
     "ensure_shaded_jackson",
     "find_jackson_jars",
     "find_runtime_jar",
+    "format_instant",
     "maven_packages",
     "nessie_uri",
+    "quote_identifier",
+    "read_at",
     "resolve_jars",
+    "resolve_timestamp",
     "session_conf",
+    "split_identifier",
+    "table_at",
     "warehouse_uri",
 ]

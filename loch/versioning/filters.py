@@ -21,7 +21,14 @@ from loch.model.keys import Key, encode_legacy
 __all__ = ["CelFilter", "compile_filter", "key_variables"]
 
 _env_lock = threading.Lock()
-_ENV = celpy.Environment()
+_env: Any = None  # built on first use: building the CEL grammar takes a while
+
+
+def _environment() -> Any:
+    global _env
+    if _env is None:
+        _env = celpy.Environment()
+    return _env
 
 
 class CelFilter:
@@ -54,8 +61,9 @@ class CelFilter:
 def _compile(expression: str) -> CelFilter:
     with _env_lock:
         try:
-            ast = _ENV.compile(expression)
-            program = _ENV.program(ast)
+            env = _environment()
+            ast = env.compile(expression)
+            program = env.program(ast)
         except Exception as e:
             raise BadRequestError(f"Invalid filter expression '{expression}': {e}") from None
     return CelFilter(expression, program)

@@ -1,0 +1,213 @@
+"""Read a table as it was: at a tag, at a commit hash, or at a point in time.
+
+Iceberg's ``NessieCatalog`` reads another reference through the table name:
+``` catalog.db.`t@tag` ``` reads the tag, ``` catalog.db.`t@branch#<hash>` ``` reads
+that commit (always name the ref: a bare ``#hash`` is ignored by Iceberg 1.10). It
+rejects timestamps, so :func:`resolve_timestamp` asks the server which commit was the
+head of a branch at an instant (``GET /api/v2/trees/{branch}*{ISO instant}/entries``,
+whose ``effectiveReference`` is that commit), and the table is then read at that hash::
+
+    from loch.spark import read_at
+
+    read_at(spark, "nessie.db.t", tag="release-1")
+    read_at(spark, "nessie.db.t", hash="2e1c…")             # on the catalog's ref
+    read_at(spark, "nessie.db.t", at=datetime(2024, 5, 1, tzinfo=UTC))
+
+Versions read this way are read-only.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from loch.client import LochClient, Reference
+from loch.errors import BadRequestError
+from loch.spark.workflow import api_uri, catalog_setting, quote_identifier
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "format_instant",
+    "read_at",
+    "resolve_timestamp",
+    "split_identifier",
+    "table_at",
+]
+
+_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?Z")
+
+
+def split_identifier(name: str) -> list[str]:
+    """Split a Spark multi-part identifier on dots outside back-quotes.
+
+    Example:
+        >>> split_identifier("nessie.`odd.ns`.t")
+        ['nessie', 'odd.ns', 't']
+
+    Raises:
+        BadRequestError: An unbalanced back-quote or an empty part.
+    """
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    was_quoted = False
+    i = 0
+    while i < len(name):
+        ch = name[i]
+        if quoted:
+            if ch == "`":
+                if name[i + 1 : i + 2] == "`":
+                    current.append("`")
+                    i += 1
+                else:
+                    quoted = False
+            else:
+                current.append(ch)
+        elif ch == "`":
+            quoted = was_quoted = True
+        elif ch == ".":
+            if not current and not was_quoted:
+                raise BadRequestError(f"empty part in identifier '{name}'")
+            parts.append("".join(current))
+            current, was_quoted = [], False
+        else:
+            current.append(ch)
+        i += 1
+    if quoted:
+        raise BadRequestError(f"unbalanced back-quote in identifier '{name}'")
+    if not current and not was_quoted:
+        raise BadRequestError(f"empty part in identifier '{name}'")
+    parts.append("".join(current))
+    return parts
+
+
+def table_at(table: str, ref: str, hash: str | None = None) -> str:
+    """The Spark name of ``table`` read at ``ref`` (and commit ``hash`` on it).
+
+    Example:
+        >>> table_at("nessie.db.t", "release-1")
+        'nessie.db.`t@release-1`'
+        >>> table_at("nessie.db.t", "main", "2e1cfa82b035c26c")
+        'nessie.db.`t@main#2e1cfa82b035c26c`'
+
+    Args:
+        table: ``catalog.namespace….table``.
+        ref: A branch or tag.
+        hash: A commit; the version is then read-only.
+
+    Raises:
+        BadRequestError: ``table`` has fewer than three parts, already names a ref, or
+            ``ref`` is empty.
+    """
+    parts = split_identifier(table)
+    if len(parts) < 3:
+        raise BadRequestError(f"'{table}' must be catalog.namespace.table")
+    if "@" in parts[-1] or "#" in parts[-1]:
+        raise BadRequestError(f"'{table}' already names a reference or hash")
+    if not ref:
+        raise BadRequestError("a reference is needed to read a table at a commit")
+    last = f"{parts[-1]}@{ref}" + (f"#{hash}" if hash else "")
+    return ".".join([*(quote_identifier(p) for p in parts[:-1]), quote_identifier(last)])
+
+
+def format_instant(when: datetime | str) -> str:
+    """An instant as the server's reference syntax wants it: ``2013-12-31T23:59:59Z``.
+
+    Naive datetimes are taken as UTC; fractions of a second are kept (microseconds).
+
+    Raises:
+        BadRequestError: A string that is not such an instant.
+    """
+    if isinstance(when, str):
+        if not _INSTANT.fullmatch(when):
+            raise BadRequestError(f"'{when}' is not an ISO-8601 UTC instant (…T…Z)")
+        return when
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    when = when.astimezone(UTC)
+    text = when.strftime("%Y-%m-%dT%H:%M:%S")
+    if when.microsecond:
+        text += f".{when.microsecond:06d}"
+    return text + "Z"
+
+
+def resolve_timestamp(client: LochClient | str, branch: str, when: datetime | str) -> str:
+    """The commit that was the head of ``branch`` at ``when``, as the server resolves it.
+
+    Sends ``GET /api/v2/trees/{branch}*{instant}/entries?max-records=1`` and returns the
+    hash of its ``effectiveReference``: the newest commit on the branch's first-parent
+    history committed at or before ``when``.
+
+    Args:
+        client: A client, or the server's address.
+        branch: Branch (or tag) whose history is searched.
+        when: The instant.
+
+    Raises:
+        ReferenceNotFoundError: Unknown branch, or no commit that old.
+    """
+    lc = client if isinstance(client, LochClient) else LochClient(api_uri(client))
+    try:
+        spec = quote(f"{branch}*{format_instant(when)}", safe="")
+        body = lc._request("GET", f"/trees/{spec}/entries", params={"max-records": 1})
+    finally:
+        if lc is not client:
+            lc.close()
+    ref = Reference.from_json(body["effectiveReference"])
+    if ref.hash is None:
+        raise BadRequestError(f"the server resolved '{branch}' at {when} without a hash")
+    return ref.hash
+
+
+def read_at(
+    spark: SparkSession,
+    table: str,
+    *,
+    tag: str | None = None,
+    ref: str | None = None,
+    hash: str | None = None,
+    at: datetime | str | None = None,
+    client: LochClient | None = None,
+) -> DataFrame:
+    """Read ``table`` at a tag, a commit hash or an instant.
+
+    Give exactly one of ``tag``, ``hash`` and ``at``. ``hash`` and ``at`` apply to the
+    branch ``ref`` (default: the ref of the table's catalog).
+
+    Args:
+        spark: The session.
+        table: ``catalog.namespace….table`` in a Loch catalog.
+        tag: Read the table at this tag.
+        ref: The branch for ``hash``/``at``; default the catalog's ``ref`` setting.
+        hash: Read the table at this commit of ``ref``.
+        at: Read the table as it was on ``ref`` at this instant (naive = UTC).
+        client: Client for resolving ``at``; default one for the catalog's ``uri``.
+
+    Returns:
+        The table's rows at that version (a lazy DataFrame).
+
+    Raises:
+        BadRequestError: Not exactly one of ``tag``/``hash``/``at``, or no ref known.
+        ReferenceNotFoundError: ``at`` is before the branch's first commit.
+    """
+    if sum(x is not None for x in (tag, hash, at)) != 1:
+        raise BadRequestError("give exactly one of tag, hash and at")
+    if tag is not None:
+        return spark.table(table_at(table, tag))
+    catalog = split_identifier(table)[0]
+    ref = ref or catalog_setting(spark, catalog, "ref")
+    if not ref:
+        raise BadRequestError(f"catalog '{catalog}' has no ref setting; pass ref=")
+    if at is not None:
+        if client is None:
+            uri = catalog_setting(spark, catalog, "uri")
+            if not uri:
+                raise BadRequestError(f"catalog '{catalog}' has no uri setting; pass client=")
+            hash = resolve_timestamp(uri, ref, at)
+        else:
+            hash = resolve_timestamp(client, ref, at)
+    return spark.table(table_at(table, ref, hash))
