@@ -1,0 +1,1 @@
+"""Several ``loch serve`` replicas on one PostgreSQL database."""
