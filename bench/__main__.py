@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import scale
+from bench import scale, webhooks
 
-BENCHMARKS = [scale.main]
+BENCHMARKS = [scale.main, webhooks.main]
 
 
 def main(argv: list[str] | None = None) -> int:
