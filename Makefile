@@ -29,7 +29,14 @@ test: install system-deps
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 
-bench: install
+# `make bench`: every benchmark, then docs/benchmarks.md (see bench/__main__.py). Installs
+# the `bench` extra and Debian's wrk (the HTTP load generator) when they are missing.
+bench: install system-deps
+	$(BIN)/python -c 'import matplotlib, pyiceberg, sqlalchemy' 2>/dev/null || \
+		$(BIN)/pip install --quiet -e '.[bench]'
+	command -v wrk >/dev/null || { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m bench
 
 clean:
