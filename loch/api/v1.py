@@ -219,7 +219,9 @@ def assign_reference(
     target = body.get("hash")
     if not target:
         raise BadRequestError("Target hash must be provided.")
-    vs.assign_reference(decode_param(ref_name), expected_hash, target, ref_type, target_ref(body))
+    vs.assign_reference(
+        decode_param(ref_name), expected_hash, target, ref_type, target_ref(vs, body)
+    )
     return _no_content()
 
 

@@ -19,7 +19,7 @@ from loch.api.common import (
     write_target,
 )
 from loch.api.responses import JSONResponse
-from loch.errors import BadRequestError
+from loch.errors import BadRequestError, ReferenceNotFoundError
 from loch.model.views import (
     commit_meta_v2,
     key_json,
@@ -224,17 +224,26 @@ def assign_reference(
     target = body.get("hash")
     if not target:
         raise BadRequestError("Target hash must be provided.")
-    rec = vs.assign_reference(name, expected, target, type, target_ref(body))
+    rec = vs.assign_reference(name, expected, target, type, target_ref(vs, body))
     return _ok({"reference": ref_json(rec)}, rec.hash)
 
 
-def target_ref(body: dict[str, Any]) -> tuple[str, str | None]:
-    """The (type, name) an assign target was given as (for the REFERENCE_ASSIGNED event)."""
+def target_ref(vs: VersionStore, body: dict[str, Any]) -> tuple[str, str | None]:
+    """The (type, name) an assign target was given as (for the REFERENCE_ASSIGNED event).
+
+    A named target must exist, be of that type, and have the target hash in its history.
+    """
     t = body.get("type")
     name = body.get("name")
-    if t in ("BRANCH", "TAG") and isinstance(name, str) and name:
-        return t, name
-    return "DETACHED", None
+    if t not in ("BRANCH", "TAG") or not isinstance(name, str) or not name or name == "DETACHED":
+        return "DETACHED", None
+    rec = vs.get_reference(name)
+    if rec.type != t:
+        raise ReferenceNotFoundError(f"Named reference '{name}' is not a {t.lower()}")
+    target = body.get("hash")
+    if isinstance(target, str):
+        vs.check_in_history(name, rec.hash, validate_hash(target, "target hash"))
+    return t, name
 
 
 @router.delete("/trees/{ref}", summary="Delete a reference")

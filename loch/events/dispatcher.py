@@ -201,3 +201,6 @@ class Dispatcher:
             log.exception("Could not record webhook delivery %s; it will be retried", d.id)
         if self._wakeup is not None:
             self._wakeup.set()
+            if outcome.retry_at is not None and self._loop is not None:
+                # look again when the retry is due, not only at the next poll
+                self._loop.call_later(max(0.0, outcome.retry_at - time.time()), self._wakeup.set)

@@ -100,12 +100,20 @@ class SqliteNotificationStore(NotificationStore):
         self.path = path
         self._lock = threading.Lock()
         self._conn = connect(path)
+        # The dispatcher's own bookkeeping (fan-out, leases, attempt results) needs no
+        # sync to disk per transaction: after a power loss it is at worst redone, which
+        # only resends a delivery (deliveries are at-least-once). WAL with
+        # synchronous=NORMAL still survives a process crash.
+        self._dispatch_lock = threading.Lock()
+        self._dispatch_conn = connect(path)
+        self._dispatch_conn.execute("PRAGMA synchronous=NORMAL")
         self._migrate()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._conn
+    def _tx(self, dispatch: bool = False) -> Iterator[sqlite3.Connection]:
+        lock = self._dispatch_lock if dispatch else self._lock
+        with lock:
+            conn = self._dispatch_conn if dispatch else self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
@@ -194,7 +202,7 @@ class SqliteNotificationStore(NotificationStore):
         if not events:
             return 0
         now = time.time()
-        with self._tx() as conn:
+        with self._tx(dispatch=True) as conn:
             cursor = conn.execute(
                 "SELECT value FROM notification_state WHERE key = 'cursor'"
             ).fetchone()[0]
@@ -222,7 +230,7 @@ class SqliteNotificationStore(NotificationStore):
     # -- deliveries ------------------------------------------------------------------------
 
     def claim_due(self, now: float, lease_seconds: float, limit: int, owner: str) -> list[Claim]:
-        with self._tx() as conn:
+        with self._tx(dispatch=True) as conn:
             heads = conn.execute(
                 "SELECT d.id FROM deliveries d "
                 "JOIN (SELECT notification_id, min(event_seq) AS seq FROM deliveries "
@@ -251,7 +259,7 @@ class SqliteNotificationStore(NotificationStore):
         return [Claim(_delivery(r[:13]), Notification(*r[14:]), bytes(r[13])) for r in rows]
 
     def record(self, delivery_id: int, owner: str, attempt_at: float, outcome: Outcome) -> None:
-        with self._tx() as conn:
+        with self._tx(dispatch=True) as conn:
             row = conn.execute(
                 "SELECT attempts, lease_owner FROM deliveries WHERE id = ?", (delivery_id,)
             ).fetchone()
@@ -329,5 +337,6 @@ class SqliteNotificationStore(NotificationStore):
         return _delivery(row)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._dispatch_lock:
             self._conn.close()
+            self._dispatch_conn.close()
