@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import history, peer, refs, report, scale, throughput, webhooks
+from bench import history, peer, refs, replicas, report, scale, throughput, webhooks
 
 BENCHMARKS: list[Callable[[list[str] | None], int]] = [
     throughput.main,
@@ -24,6 +24,7 @@ BENCHMARKS: list[Callable[[list[str] | None], int]] = [
     refs.main,
     peer.main,
     webhooks.main,
+    replicas.main,
 ]
 
 
