@@ -1,11 +1,16 @@
 """Read a table as it was: at a tag, at a commit hash, or at a point in time.
 
 Iceberg's ``NessieCatalog`` reads another reference through the table name:
-``` catalog.db.`t@tag` ``` reads the tag, ``` catalog.db.`t@branch#<hash>` ``` reads
-that commit (always name the ref: a bare ``#hash`` is ignored by Iceberg 1.10). It
-rejects timestamps, so :func:`resolve_timestamp` asks the server which commit was the
-head of a branch at an instant (``GET /api/v2/trees/{branch}*{ISO instant}/entries``,
-whose ``effectiveReference`` is that commit), and the table is then read at that hash::
+``` catalog.db.`t@tag` ``` reads the tag. It rejects timestamps, so
+:func:`resolve_timestamp` asks the server which commit was the head of a branch at an
+instant (``GET /api/v2/trees/{branch}*{ISO instant}/entries``, whose
+``effectiveReference`` is that commit), and the table is then read at that hash.
+
+Commits are read through a catalog pinned to the hash (``ref.hash``, registered on
+first use by :func:`pinned_catalog`), not through ``` `t@branch#<hash>` ```: Iceberg
+1.10's ``NessieIcebergClient.withReference`` hands back the catalog's own client when
+the branch and hash equal the ones that client last saw, and that client then refreshes
+to the branch head, so such a name can silently read the head instead of the commit::
 
     from loch.spark import read_at
 
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "format_instant",
+    "pinned_catalog",
     "read_at",
     "resolve_timestamp",
     "split_identifier",
@@ -94,6 +100,9 @@ def table_at(table: str, ref: str, hash: str | None = None) -> str:
         >>> table_at("nessie.db.t", "main", "2e1cfa82b035c26c")
         'nessie.db.`t@main#2e1cfa82b035c26c`'
 
+    A ``hash`` on the catalog's own ref may read the head instead (see the module
+    docstring); :func:`read_at` reads commits through :func:`pinned_catalog`.
+
     Args:
         table: ``catalog.namespace….table``.
         ref: A branch or tag.
@@ -112,6 +121,52 @@ def table_at(table: str, ref: str, hash: str | None = None) -> str:
         raise BadRequestError("a reference is needed to read a table at a commit")
     last = f"{parts[-1]}@{ref}" + (f"#{hash}" if hash else "")
     return ".".join([*(quote_identifier(p) for p in parts[:-1]), quote_identifier(last)])
+
+
+def _catalog_settings(spark: SparkSession, catalog: str) -> dict[str, str]:
+    """Every ``spark.sql.catalog.<catalog>[.*]`` setting of the session."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    return {
+        str(r["key"]): str(r["value"])
+        for r in spark.sql("SET").collect()
+        if r["key"] == prefix or str(r["key"]).startswith(prefix + ".")
+    }
+
+
+def pinned_catalog(spark: SparkSession, catalog: str, ref: str, hash: str) -> str:
+    """A catalog like ``catalog`` but bound to commit ``hash`` of ``ref`` (read-only).
+
+    Registered on the session on first use, with every setting of ``catalog`` copied and
+    ``ref``/``ref.hash`` set; later calls for the same commit return the same name.
+
+    Args:
+        spark: The session.
+        catalog: A Loch catalog of the session.
+        ref: Branch or tag the commit is on.
+        hash: The commit.
+
+    Returns:
+        The name of the pinned catalog.
+
+    Raises:
+        BadRequestError: ``catalog`` is not registered or ``hash`` is not hexadecimal.
+    """
+    if not re.fullmatch(r"[0-9a-fA-F]{8,64}", hash):
+        raise BadRequestError(f"'{hash}' is not a commit hash")
+    slug = re.sub(r"[^A-Za-z0-9_]+", "_", ref).strip("_")[:40]
+    name = f"{catalog}_at_{slug}_{hash.lower()}"
+    if catalog_setting(spark, name, "ref.hash") == hash.lower():
+        return name
+    settings = _catalog_settings(spark, catalog)
+    if not settings:
+        raise BadRequestError(f"no Spark catalog '{catalog}' is registered")
+    old = f"spark.sql.catalog.{catalog}"
+    new = f"spark.sql.catalog.{name}"
+    for key, value in settings.items():
+        spark.conf.set(new + key[len(old) :], value)
+    spark.conf.set(f"{new}.ref", ref)
+    spark.conf.set(f"{new}.ref.hash", hash.lower())
+    return name
 
 
 def format_instant(when: datetime | str) -> str:
@@ -176,7 +231,8 @@ def read_at(
     """Read ``table`` at a tag, a commit hash or an instant.
 
     Give exactly one of ``tag``, ``hash`` and ``at``. ``hash`` and ``at`` apply to the
-    branch ``ref`` (default: the ref of the table's catalog).
+    branch ``ref`` (default: the ref of the table's catalog) and are read through a
+    catalog pinned to the commit (:func:`pinned_catalog`).
 
     Args:
         spark: The session.
@@ -210,4 +266,9 @@ def read_at(
             hash = resolve_timestamp(uri, ref, at)
         else:
             hash = resolve_timestamp(client, ref, at)
-    return spark.table(table_at(table, ref, hash))
+    assert hash is not None
+    parts = split_identifier(table)
+    if len(parts) < 3:
+        raise BadRequestError(f"'{table}' must be catalog.namespace.table")
+    pinned = pinned_catalog(spark, catalog, ref, hash)
+    return spark.table(".".join(quote_identifier(p) for p in [pinned, *parts[1:]]))
