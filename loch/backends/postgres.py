@@ -81,7 +81,12 @@ class PostgresPersist(Persist):
             kwargs={"autocommit": True},
             check=ConnectionPool.check_connection,
             open=False,
-            timeout=10.0,
+            # A request waits at most this long for a connection, then answers 503.
+            timeout=3.0,
+            # Background reconnection backs off exponentially; stop it after a few
+            # seconds so that requests drive reconnection (the pool grows on demand)
+            # and the first request after the database returns reconnects at once.
+            reconnect_timeout=5.0,
             name="loch",
         )
         self._pool.open(wait=False)

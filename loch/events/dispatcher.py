@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from loch.errors import LochError
 from loch.events.store import Claim, DeliveryStatus, NotificationStore, Outcome
 from loch.store import Persist
 
@@ -131,6 +132,10 @@ class Dispatcher:
                         self.settings.batch,
                         self.owner,
                     )
+                except LochError as e:
+                    log.warning("Webhook dispatcher cannot reach the store (%s); retrying", e)
+                    claims = []
+                    await asyncio.sleep(1.0)
                 except Exception:
                     log.exception("Webhook dispatcher could not read the store; retrying")
                     claims = []
