@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import history, peer, refs, replicas, report, scale, throughput, webhooks
+from bench import history, peer, refs, replicas, report, scale, spark_catalog, throughput, webhooks
 
 BENCHMARKS: list[Callable[[list[str] | None], int]] = [
     throughput.main,
@@ -25,6 +25,7 @@ BENCHMARKS: list[Callable[[list[str] | None], int]] = [
     peer.main,
     webhooks.main,
     replicas.main,
+    spark_catalog.main,
 ]
 
 
