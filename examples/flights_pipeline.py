@@ -113,17 +113,19 @@ PUBLISHED = [
 """Every table the pipeline publishes, as (namespace, name)."""
 
 LOG4J2 = """\
-rootLogger.level = error
+rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
 appender.stderr.type = Console
 appender.stderr.name = stderr
 appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
-"""Spark's logging for the demo: errors only (Spark's default prints warnings)."""
+"""Spark's logging while the session starts: warnings, without the harmless one about
+native Hadoop libraries (the level is set to errors once the session runs). A root level
+of ``warn`` also keeps Spark from announcing that it sets the default level."""
 
 MAX_DELAY_MINUTES = 24 * 60
 """Audit bound of departure and arrival delays: a day."""
