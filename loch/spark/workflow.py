@@ -275,7 +275,9 @@ class BranchRun:
 
     Attributes:
         spark: The session.
-        client: Client of the Loch server.
+        client: Client of the Loch server; closed when the block ends unless it was
+            passed to :func:`branch_workflow` (so :meth:`head` and
+            :meth:`changed_keys` work inside the block, or with your own client).
         pipeline: Name of the pipeline.
         run_id: Id of this run.
         base: The branch the run forked from and merges into.
