@@ -275,12 +275,16 @@ class LochClient:
         from_hash: str | None = None,
         expected_hash: str | None = None,
         message: str | None = None,
+        properties: dict[str, str] | None = None,
         dry_run: bool = False,
         return_conflicts: bool = False,
         default_mode: str | None = None,
         key_modes: dict[Key, str] | None = None,
     ) -> MergeResponse:
-        """Merge ``from_ref`` (at ``from_hash`` or its head) into ``branch``."""
+        """Merge ``from_ref`` (at ``from_hash`` or its head) into ``branch``.
+
+        ``message`` and ``properties`` go into the merge commit's metadata.
+        """
         if from_hash is None:
             from_hash = self.get_reference(from_ref).hash
         if expected_hash is None:
@@ -291,8 +295,13 @@ class LochClient:
             "isDryRun": dry_run,
             "isReturnConflictAsResult": return_conflicts,
         }
+        meta: dict[str, Any] = {}
         if message:
-            body["commitMeta"] = {"message": message}
+            meta["message"] = message
+        if properties:
+            meta["allProperties"] = {k: [v] for k, v in properties.items()}
+        if meta:
+            body["commitMeta"] = meta
         _merge_modes(body, default_mode, key_modes)
         resp = self._request(
             "POST", f"/trees/{_ref_path(branch, expected_hash)}/history/merge", json=body

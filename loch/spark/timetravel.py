@@ -26,9 +26,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
-from loch.client import LochClient, Reference
+from loch.client import LochClient
 from loch.errors import BadRequestError
 from loch.spark.workflow import api_uri, catalog_setting, quote_identifier
 
@@ -207,12 +206,10 @@ def resolve_timestamp(client: LochClient | str, branch: str, when: datetime | st
     """
     lc = client if isinstance(client, LochClient) else LochClient(api_uri(client))
     try:
-        spec = quote(f"{branch}*{format_instant(when)}", safe="")
-        body = lc._request("GET", f"/trees/{spec}/entries", params={"max-records": 1})
+        ref = lc.resolve(f"{branch}*{format_instant(when)}")
     finally:
         if lc is not client:
             lc.close()
-    ref = Reference.from_json(body["effectiveReference"])
     if ref.hash is None:
         raise BadRequestError(f"the server resolved '{branch}' at {when} without a hash")
     return ref.hash

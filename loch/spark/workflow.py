@@ -48,8 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Literal
 
 from loch.client import LochClient, MergeResponse, Reference
 from loch.errors import LochError, ReferenceConflictError, TooManyRequestsError
@@ -354,35 +353,28 @@ def _hash(ref: Reference) -> str:
 def _merge(
     run: BranchRun, message: str, properties: Mapping[str, str]
 ) -> tuple[MergeResponse, str]:
-    """Merge the run's branch into its base with ``message`` and ``properties``.
-
-    :meth:`LochClient.merge` sends no commit properties, so the request goes through the
-    client's transport with a full ``commitMeta``.
-    """
+    """Merge the run's branch into its base with ``message`` and ``properties``,
+    retrying while the base keeps moving (429)."""
     source = run.head()
     props = dict(properties)
     props["pipeline.branch-head"] = source
-    body: dict[str, Any] = {
-        "fromRefName": run.branch,
-        "fromHash": source,
-        "commitMeta": {
-            "message": message,
-            "allProperties": {k: [v] for k, v in props.items()},
-        },
-        "isDryRun": False,
-        "isReturnConflictAsResult": False,
-    }
     for attempt in range(_MERGE_ATTEMPTS):
         expected = _hash(run.client.get_reference(run.base))
-        target = quote(f"{run.base}@{expected}", safe="")
         try:
-            answer = run.client._request("POST", f"/trees/{target}/history/merge", json=body)
+            answer = run.client.merge(
+                run.base,
+                run.branch,
+                from_hash=source,
+                expected_hash=expected,
+                message=message,
+                properties=props,
+            )
         except TooManyRequestsError:
             if attempt == _MERGE_ATTEMPTS - 1:
                 raise
             time.sleep(0.2 * (attempt + 1))
             continue
-        return MergeResponse.from_json(answer), expected
+        return answer, expected
     raise AssertionError("unreachable")
 
 
