@@ -7,9 +7,9 @@ from urllib.parse import unquote
 
 from fastapi import Request
 
-from loch.errors import BadRequestError
-from loch.model.keys import Key, decode_path_key, key_from_json
-from loch.versioning import VersionStore
+from loch.errors import BadRequestError, ContentNotFoundError
+from loch.model.keys import Key, decode_path_key, key_from_json, key_str
+from loch.versioning import Value, VersionStore
 from loch.versioning.refs import RefSpec, validate_hash
 
 __all__ = [
@@ -20,6 +20,47 @@ __all__ = [
     "query_keys",
     "store",
 ]
+
+
+EXTENSION_TYPES = frozenset({"HIVE_TABLE", "HIVE_DATABASE"})
+"""Content types Nessie's clients do not know: Iceberg's Java client fails to parse a
+listing that holds one, and pynessie rejects their content. They are answered only to
+requests that ask for them with ``Loch-Content-Types: HIVE_TABLE,HIVE_DATABASE`` (or ``*``).
+"""
+
+
+def hidden_types(request: Request) -> frozenset[str]:
+    """The content types left out of this request's answers."""
+    raw = request.headers.get("loch-content-types")
+    if raw is None:
+        return EXTENSION_TYPES
+    wanted = {t.strip().upper() for t in raw.split(",")}
+    if "*" in wanted:
+        return frozenset()
+    return EXTENSION_TYPES - wanted
+
+
+def visible_diffs(
+    items: list[tuple[Key, Any, Any]], hidden: frozenset[str]
+) -> list[tuple[Key, Any, Any]]:
+    """Diff entries whose content on either side is not of a hidden type."""
+    return [
+        (k, x, y)
+        for k, x, y in items
+        if (x is None or x[1] not in hidden) and (y is None or y[1] not in hidden)
+    ]
+
+
+def visible_content(
+    vs: VersionStore, commit_hash: str, key: Key, label: str, hidden: frozenset[str]
+) -> Value:
+    """The content under ``key``; content of a hidden type answers 404 like a missing key."""
+    value = vs.get_content(commit_hash, key, label)
+    if value.content["type"] in hidden:
+        raise ContentNotFoundError(
+            f"Could not find content for key '{key_str(key)}' in reference '{label}'.", key
+        )
+    return value
 
 
 def store(request: Request) -> VersionStore:

@@ -7,7 +7,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 from starlette.responses import Response
 
-from loch.api.common import body_keys, decode_param, path_key, store
+from loch.api.common import (
+    body_keys,
+    decode_param,
+    hidden_types,
+    path_key,
+    store,
+    visible_content,
+    visible_diffs,
+)
 from loch.api.responses import JSONResponse
 from loch.api.v2 import merge_or_transplant, target_ref
 from loch.errors import (
@@ -154,7 +162,10 @@ def get_entries(
     if namespace_depth is not None and namespace_depth > 0:
         page = vs.entries(r.hash, KeyRange(), filter=filter)
         seen: dict[Key, str] = {}
+        hidden = hidden_types(request)
         for k, v in page.items:
+            if v[1] in hidden:
+                continue
             if len(k) < namespace_depth:
                 continue
             short = k[:namespace_depth]
@@ -166,7 +177,11 @@ def get_entries(
     )
     return JSONResponse(
         {
-            "entries": [{"name": key_json(k), "type": v[1]} for k, v in page.items],
+            "entries": [
+                {"name": key_json(k), "type": v[1]}
+                for k, v in page.items
+                if v[1] not in hidden_types(request)
+            ],
             "hasMore": page.has_more,
             "token": page.token,
         }
@@ -198,7 +213,10 @@ def get_log(
     with_ops = _fetch_all(fetch)
     return JSONResponse(
         {
-            "logEntries": [log_entry(vs, c, v1=True, with_ops=with_ops) for c in page.items],
+            "logEntries": [
+                log_entry(vs, c, v1=True, with_ops=with_ops, hidden=hidden_types(request))
+                for c in page.items
+            ],
             "hasMore": page.has_more,
             "token": page.token,
         }
@@ -292,7 +310,7 @@ def get_content(
 ) -> JSONResponse:
     vs = store(request)
     r = _resolve(vs, ref, hash_on_ref)
-    value = vs.get_content(r.hash, path_key(key), r.name or r.hash)
+    value = visible_content(vs, r.hash, path_key(key), r.name or r.hash, hidden_types(request))
     return JSONResponse(value.content)
 
 
@@ -308,6 +326,7 @@ def get_multiple_contents(
     items = [
         {"key": key_json(k), "content": v.content}
         for k, v in vs.get_contents(r.hash, body_keys(body))
+        if v.content["type"] not in hidden_types(request)
     ]
     return JSONResponse({"contents": items})
 
@@ -326,7 +345,8 @@ def get_diff(request: Request, spec: str) -> JSONResponse:
     left, right = text.split("...", 1)
     a, b = _diff_side(vs, left), _diff_side(vs, right)
     page = vs.diff(a.hash, b.hash)
-    vids = [v[2] for _, x, y in page.items for v in (x, y) if v is not None]
+    items = visible_diffs(page.items, hidden_types(request))
+    vids = [v[2] for _, x, y in items for v in (x, y) if v is not None]
     values = vs.values(vids)
     diffs = [
         {
@@ -334,7 +354,7 @@ def get_diff(request: Request, spec: str) -> JSONResponse:
             "from": values[x[2]].content if x else None,
             "to": values[y[2]].content if y else None,
         }
-        for k, x, y in page.items
+        for k, x, y in items
     ]
     return JSONResponse({"diffs": diffs, "hasMore": False, "token": None})
 

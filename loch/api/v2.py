@@ -12,10 +12,13 @@ from loch.api.common import (
     commit_meta_from_headers,
     decode_param,
     etag,
+    hidden_types,
     path_key,
     query_key,
     query_keys,
     store,
+    visible_content,
+    visible_diffs,
     write_target,
 )
 from loch.api.responses import JSONResponse
@@ -323,9 +326,11 @@ def get_entries(
         page_token=page_token,
         max_records=_max_records(max_records),
     )
-    values = vs.values([v[2] for _, v in page.items]) if content else {}
+    hidden = hidden_types(request)
+    items = [(k, v) for k, v in page.items if v[1] not in hidden]
+    values = vs.values([v[2] for _, v in items]) if content else {}
     entries = []
-    for k, (cid, ctype, vid) in page.items:
+    for k, (cid, ctype, vid) in items:
         e: dict[str, Any] = {"name": key_json(k), "type": ctype, "contentId": cid}
         if content:
             e["content"] = values[vid].content
@@ -363,7 +368,10 @@ def get_history(
     )
     return _ok(
         {
-            "logEntries": [log_entry(vs, c, v1=False, with_ops=with_ops) for c in page.items],
+            "logEntries": [
+                log_entry(vs, c, v1=False, with_ops=with_ops, hidden=hidden_types(request))
+                for c in page.items
+            ],
             "hasMore": page.has_more,
             "token": page.token,
         },
@@ -394,7 +402,8 @@ def get_diff(
         page_token=page_token,
         max_records=_max_records(max_records),
     )
-    vids = [v[2] for _, x, y in page.items for v in (x, y) if v is not None]
+    items = visible_diffs(page.items, hidden_types(request))
+    vids = [v[2] for _, x, y in items for v in (x, y) if v is not None]
     values = vs.values(vids)
     diffs = [
         {
@@ -402,7 +411,7 @@ def get_diff(
             "from": values[x[2]].content if x else None,
             "to": values[y[2]].content if y else None,
         }
-        for k, x, y in page.items
+        for k, x, y in items
     ]
     return _ok(
         {
@@ -432,16 +441,20 @@ def get_content(
 ) -> JSONResponse:
     vs = store(request)
     r = _resolve(vs, ref)
-    value = vs.get_content(r.hash, path_key(key), _label(r))
+    value = visible_content(vs, r.hash, path_key(key), _label(r), hidden_types(request))
     body: dict[str, Any] = {"content": value.content, "effectiveReference": ref_json(r)}
     if with_doc and value.documentation is not None:
         body["documentation"] = value.documentation
     return _ok(body, r.hash)
 
 
-def _contents(vs: VersionStore, r: Resolved, keys: list[Any], with_doc: bool) -> JSONResponse:
+def _contents(
+    vs: VersionStore, r: Resolved, keys: list[Any], with_doc: bool, hidden: frozenset[str]
+) -> JSONResponse:
     items = []
     for k, value in vs.get_contents(r.hash, keys):
+        if value.content["type"] in hidden:
+            continue
         item: dict[str, Any] = {"key": key_json(k), "content": value.content}
         if with_doc and value.documentation is not None:
             item["documentation"] = value.documentation
@@ -459,7 +472,7 @@ def get_multiple_contents(
 ) -> JSONResponse:
     vs = store(request)
     r = _resolve(vs, ref)
-    return _contents(vs, r, list(query_keys(key)), with_doc)
+    return _contents(vs, r, list(query_keys(key)), with_doc, hidden_types(request))
 
 
 @router.post("/trees/{ref}/contents", summary="Contents under several keys")
@@ -472,7 +485,7 @@ def post_multiple_contents(
 ) -> JSONResponse:
     vs = store(request)
     r = _resolve(vs, ref)
-    return _contents(vs, r, body_keys(body), with_doc)
+    return _contents(vs, r, body_keys(body), with_doc, hidden_types(request))
 
 
 # -- writes --------------------------------------------------------------------------------

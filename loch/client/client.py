@@ -78,7 +78,12 @@ class LochClient:
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Nessie-Client-Spec": "2", "Accept": "application/json"}
+        headers = {
+            "Nessie-Client-Spec": "2",
+            "Accept": "application/json",
+            # this client knows every content type, Hive tables and databases included
+            "Loch-Content-Types": "*",
+        }
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.uri = uri.rstrip("/")

@@ -69,12 +69,17 @@ def commit_meta_v1(c: Commit | dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def operations_json(vs: VersionStore, c: Commit) -> list[dict[str, Any]]:
-    """The operations of a commit, with the content of each PUT."""
-    vids = [op[2] for op in c.ops if op[0] == "PUT"]
+def operations_json(
+    vs: VersionStore, c: Commit, hidden: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """The operations of a commit, with the content of each PUT (PUTs of ``hidden``
+    content types left out)."""
+    vids = [op[2] for op in c.ops if op[0] == "PUT" and op[4] not in hidden]
     values = vs.values(vids)
     out: list[dict[str, Any]] = []
     for op in c.ops:
+        if op[0] == "PUT" and op[4] in hidden:
+            continue
         if op[0] == "PUT":
             v = values[op[2]]
             o: dict[str, Any] = {"type": "PUT", "key": key_json(tuple(op[1])), "content": v.content}
@@ -84,12 +89,18 @@ def operations_json(vs: VersionStore, c: Commit) -> list[dict[str, Any]]:
     return out
 
 
-def log_entry(vs: VersionStore, c: Commit, v1: bool, with_ops: bool) -> dict[str, Any]:
+def log_entry(
+    vs: VersionStore,
+    c: Commit,
+    v1: bool,
+    with_ops: bool,
+    hidden: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
     """A LogEntry in the v1 or v2 view."""
     return {
         "commitMeta": commit_meta_v1(c) if v1 else commit_meta_v2(c),
         "parentCommitHash": c.parents[0] if c.parents else None,
-        "operations": operations_json(vs, c) if with_ops else None,
+        "operations": operations_json(vs, c, hidden) if with_ops else None,
     }
 
 

@@ -791,3 +791,39 @@ def test_listings_are_not_truncated(spark: SparkSession, server: Server) -> None
     assert names == {f"t{i:04d}" for i in range(count)}
     top = {r["namespace"] for r in sql(spark, server, f"SHOW NAMESPACES IN {CATALOG}")}
     assert "many" in top
+
+
+def test_hive_tables_beside_iceberg_tables(spark: SparkSession, server: Server) -> None:
+    """Hive tables and databases (Loch's extension types) do not break Iceberg: its Java
+    client cannot parse an entries listing that holds them, so the server shows them only to
+    clients that ask (``Loch-Content-Types``). SHOW TABLES lists the Iceberg tables, and a
+    Hive table reads as not found instead of failing the listing or the load."""
+    head = server.head("main")
+    hive_ops: list[dict[str, Any]] = [
+        {"type": "PUT", "key": {"elements": ["hv"]}, "content": {"type": "NAMESPACE"}},
+        {
+            "type": "PUT",
+            "key": {"elements": ["hv", "legacy"]},
+            "content": {"type": "HIVE_TABLE", "metadataLocation": "hdfs://wh/hv/legacy"},
+        },
+        {
+            "type": "PUT",
+            "key": {"elements": ["hive_db"]},
+            "content": {"type": "HIVE_DATABASE", "metadataLocation": "hdfs://wh/hive_db"},
+        },
+    ]
+    server.post(
+        f"/trees/main@{head}/history/commit",
+        {"commitMeta": {"message": "hive objects"}, "operations": hive_ops},
+    )
+    sql(spark, server, f"CREATE TABLE {CATALOG}.hv.ice (id INT) USING iceberg")
+    names = {r["tableName"] for r in sql(spark, server, f"SHOW TABLES IN {CATALOG}.hv")}
+    assert names == {"ice"}
+    top = {r["namespace"] for r in sql(spark, server, f"SHOW NAMESPACES IN {CATALOG}")}
+    assert "hv" in top and "hive_db" not in top
+    assert "TABLE_OR_VIEW_NOT_FOUND" in fails(spark, server, f"SELECT * FROM {CATALOG}.hv.legacy")
+    asked = server.http.get(
+        "/trees/main/entries", headers={"Loch-Content-Types": "HIVE_TABLE,HIVE_DATABASE"}
+    ).json()
+    types = {tuple(e["name"]["elements"]): e["type"] for e in asked["entries"]}
+    assert types[("hv", "legacy")] == "HIVE_TABLE" and types[("hive_db",)] == "HIVE_DATABASE"
