@@ -23,7 +23,11 @@ Reported per size: build time, number of build commits, database size, and the m
 (plus p90) latency of every operation; then the ratio of each median at every size to
 the smallest size. Results go to ``bench/results/scale.json``.
 
-Usage: ``python -m bench.scale [--sizes 1000,1000000] [--repeat 100] [--batch 20000]``
+Usage: ``python -m bench.scale [--sizes 1000,10000,100000] [--repeat 100] [--batch 20000]``
+
+``make bench`` runs the default sizes; building the 1M-key repository takes 2 to 3
+minutes more than that budget allows, so the 1M point is a command of its own:
+``python -m bench.scale --sizes 1000,10000,100000,1000000 --out bench/results/scale-1m.json``.
 
 Commit latency on a disk is mostly the ``fsync`` of ``synchronous=FULL``, which varies
 with the disk and its other load; ``--dir /dev/shm`` (tmpfs, where a flush costs
@@ -395,15 +399,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
     p.add_argument(
         "--sizes",
-        default="1000,1000000",
-        help="comma-separated key counts (default: 1000,1000000)",
+        default="1000,10000,100000",
+        help="comma-separated key counts (default: 1000,10000,100000)",
     )
     p.add_argument("--repeat", type=int, default=100, help="timed runs per operation")
     p.add_argument("--batch", type=int, default=20_000, help="puts per build commit")
     p.add_argument("--seed", type=int, default=1, help="random seed for key choice")
     p.add_argument("--dir", type=Path, default=None, help="work directory (default: temp)")
     p.add_argument("--out", type=Path, default=RESULTS, help="JSON results file")
-    return p.parse_args(argv)
+    # ``python -m bench`` hands every benchmark the same arguments: ignore the others'
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        print(f"bench.scale: ignoring {' '.join(unknown)}", file=sys.stderr)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
