@@ -22,6 +22,8 @@ Usage: ``python -m bench.memory [--keys 1000000] [--commits 100000] [--segment 5
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 import uuid
@@ -171,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     path = write_result(
         "memory", "bench.memory", argv, started, vars(args), figures, details, args.out
     )
+    arenas = os.environ.get("MALLOC_ARENA_MAX")
+    if arenas:  # the server inherits it: part of the command
+        report = json.loads(path.read_text())
+        report["command"] = f"MALLOC_ARENA_MAX={arenas} {report['command']}"
+        report["settings"]["malloc_arena_max"] = arenas
+        path.write_text(json.dumps(report, indent=2) + "\n")
     print_figures(figures)
     print(f"results written to {path}")
     return 0

@@ -22,7 +22,7 @@ from bench.common import ROOT, fmt, parse_known
 
 RESULTS = Path(__file__).with_name("results")
 DOC = ROOT / "docs" / "benchmarks.md"
-MINE = ["throughput", "scale", "history", "refs", "peer", "memory"]
+MINE = ["throughput", "scale", "scale-1m", "history", "refs", "peer", "memory", "memory-arena2"]
 OTHERS = ["webhooks", "replicas", "spark_catalog"]
 SCALE_OPS = ["commit", "get_content", "entries_prefix", "diff_10", "merge_10"]
 SCALE_LIMIT = 1.5
@@ -79,7 +79,7 @@ def figures_of(name: str, data: dict[str, Any]) -> list[dict[str, Any]]:
     """The figures of one result file, in the :class:`bench.common.Figure` shape."""
     if isinstance(data.get("figures"), list):
         return list(data["figures"])
-    if name == "scale":
+    if data.get("benchmark") == "scale":
         return scale_figures(data)
     if name == "webhooks":
         return webhooks_figures(data)
@@ -98,7 +98,8 @@ def scale_figures(data: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for op in [o for o in res[hi]["ops"] if o in res[lo]["ops"]]:
         a, b = res[hi]["ops"][op]["median_ms"], res[lo]["ops"][op]["median_ms"]
-        target = op in SCALE_OPS
+        # the issue's target is for 1M keys against 1k
+        target = op in SCALE_OPS and sizes[-1] >= 1_000_000
         out.append(
             {
                 "name": f"{op} at {_size(sizes[-1])} keys",
@@ -288,11 +289,13 @@ def plot_memory(data: dict[str, Any], out: Path) -> bool:
 
 TITLES = {
     "throughput": "Commit throughput over HTTP",
-    "scale": "Scale independence (1k to 1M keys)",
+    "scale": "Scale independence (1k to 100k keys, make bench)",
+    "scale-1m": "Scale independence at 1M keys (separate command)",
     "history": "History (100k commits)",
     "refs": "References (40k tags, 10k branches)",
     "peer": "Peer: Loch vs pyiceberg's SQL catalog",
     "memory": "Memory under a long commit load (1M keys)",
+    "memory-arena2": "Memory soak again, glibc malloc limited to 2 arenas (diagnostic)",
     "webhooks": "Webhooks",
     "replicas": "Replicas",
     "spark_catalog": "Spark catalog overhead",
@@ -388,10 +391,13 @@ def render(results: Path, doc: Path) -> str:
         "reported: the machine is a shared 2-core VM whose load (given per benchmark) moves "
         "absolute numbers by a factor of two or more, while the ratios hold better.",
         "",
-        "Commands: `make bench` runs everything but the 1M-key memory soak "
-        "(`python -m bench.memory`, ~8 min) and, when the budget is exceeded, the 1M size of "
-        "the scale benchmark (`python -m bench.scale --sizes 1000,10000,100000,1000000`). "
-        "Each section names the exact command of its result file.",
+        "Commands: `make bench` runs every registered benchmark (`bench/__main__.py`) and "
+        "this report; two runs do not fit its 15-minute budget on 2 cores and are commands "
+        "of their own, whose result files are committed and included here: the 1M-key size "
+        "of the scale benchmark (`python -m bench.scale --sizes 1000,10000,100000,1000000 "
+        "--out bench/results/scale-1m.json`, ~6 min) and the memory soak (`python -m "
+        "bench.memory`, a 1M-key repository and 100k commits over HTTP, ~12 min). Each "
+        "section names the exact command and time of its result file.",
         "",
         "## Targets",
         "",
@@ -420,13 +426,14 @@ def render(results: Path, doc: Path) -> str:
         lines += [f"Command: `{d.get('command')}` ({_when(d)}).", ""]
         lines += figure_table(figures_of(name, d))
         lines.append("")
-        if name == "scale":
+        if d.get("benchmark") == "scale":
             lines += scale_table(d)
             lines.append("")
-            if plot_scale(d, plots / "scale.png"):
-                lines += ["![latency vs keys](benchmarks/scale.png)", ""]
-        if name == "memory" and plot_memory(d, plots / "memory.png"):
-            lines += ["![RSS vs commits](benchmarks/memory.png)", ""]
+            png = f"{name}.png"
+            if plot_scale(d, plots / png):
+                lines += [f"![latency vs keys](benchmarks/{png})", ""]
+        if name.startswith("memory") and plot_memory(d, plots / f"{name}.png"):
+            lines += [f"![RSS vs commits](benchmarks/{name}.png)", ""]
         det = d.get("details") or {}
         if name == "throughput":
             lines += [
