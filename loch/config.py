@@ -33,7 +33,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     default_branch: str = "main"
-    cache_size: int = 50_000
+    cache_mb: int = 96
     max_body_bytes: int = 16 * 1024 * 1024
     dispatch_webhooks: bool = True
     webhooks: DispatcherSettings = field(default_factory=DispatcherSettings)
@@ -47,7 +47,7 @@ class Settings:
             host=env.get("LOCH_HOST", "127.0.0.1"),
             port=int(env.get("LOCH_PORT", DEFAULT_PORT)),
             default_branch=env.get("LOCH_DEFAULT_BRANCH", "main"),
-            cache_size=int(env.get("LOCH_CACHE_SIZE", 50_000)),
+            cache_mb=int(env.get("LOCH_CACHE_MB", 96)),
             max_body_bytes=int(env.get("LOCH_MAX_BODY_BYTES", 16 * 1024 * 1024)),
             dispatch_webhooks=env.get("LOCH_WEBHOOKS", "on").lower() not in ("0", "off", "false"),
             webhooks=DispatcherSettings(

@@ -42,7 +42,7 @@ def create_app(settings: Settings, persist: Persist | None = None) -> FastAPI:
         vs = VersionStore(
             p,
             default_branch=settings.default_branch,
-            cache_size=settings.cache_size,
+            cache_bytes=settings.cache_mb * 1024 * 1024,
             on_change=encode_change,
         )
         app.state.version_store = vs

@@ -63,7 +63,7 @@ class Node:
         return self.level == 0
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=1 << 16)
 def key_height(key: Key) -> int:
     """How many levels a key closes nodes on (geometric, from the key's hash)."""
     digest = hashlib.sha256("\x00".join(key).encode("utf-8")).digest()

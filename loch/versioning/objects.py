@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,51 +94,66 @@ def encode_value(
     return object_id(data), data
 
 
+# Decoded objects take several times their encoded size in memory (tuples, small strings,
+# object headers); this factor turns encoded bytes into an estimate of resident bytes.
+_MEMORY_PER_BYTE = 4
+_OVERHEAD = 256
+
+
 class _Lru:
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._data: OrderedDict[str, Any] = OrderedDict()
+    """A least-recently-used map bounded by the estimated memory of its values."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity = capacity_bytes
+        self.used = 0
+        self._data: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: str) -> Any:
         with self._lock:
-            v = self._data.get(key)
-            if v is not None:
-                self._data.move_to_end(key)
-            return v
-
-    def put(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._data[key] = value
+            entry = self._data.get(key)
+            if entry is None:
+                return None
             self._data.move_to_end(key)
-            while len(self._data) > self.capacity:
-                self._data.popitem(last=False)
+            return entry[0]
+
+    def put(self, key: str, value: Any, size: int) -> None:
+        weight = size * _MEMORY_PER_BYTE + _OVERHEAD
+        with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self.used -= old[1]
+            self._data[key] = (value, weight)
+            self.used += weight
+            while self.used > self.capacity and self._data:
+                _, (_, w) = self._data.popitem(last=False)
+                self.used -= w
 
 
 class ObjectReader:
-    """Loads and decodes objects by id, keeping recently used ones (count-bounded LRU).
+    """Loads and decodes objects by id, keeping recently used ones in an LRU cache bounded
+    by estimated memory (``cache_bytes``).
 
     Objects are immutable, so a cached copy never goes stale, whichever process wrote it.
     """
 
-    def __init__(self, persist: Persist, cache_size: int = 50_000) -> None:
+    def __init__(self, persist: Persist, cache_bytes: int = 96 * 1024 * 1024) -> None:
         self.persist = persist
-        self._cache = _Lru(cache_size)
+        self._cache = _Lru(cache_bytes)
 
-    def _fetch(self, ids: Iterable[str]) -> dict[str, Any]:
-        want = [i for i in ids]
-        found = self.persist.get_objects(want)
-        return {i: decode(b) for i, b in found.items()}
+    def _fetch(self, ids: Iterable[str]) -> dict[str, tuple[Any, int]]:
+        found = self.persist.get_objects(list(ids))
+        return {i: (decode(b), len(b)) for i, b in found.items()}
 
     def node(self, node_id: str) -> Node:
         """A key-index node (raises if missing: the store would be corrupt)."""
         n = self._cache.get(node_id)
         if n is None:
-            raw = self._fetch([node_id]).get(node_id)
-            if raw is None:
+            got = self._fetch([node_id]).get(node_id)
+            if got is None:
                 raise ReferenceNotFoundError(f"Key index node '{node_id}' is missing")
-            n = decode_node(node_id, raw)
-            self._cache.put(node_id, n)
+            n = decode_node(node_id, got[0])
+            self._cache.put(node_id, n, got[1])
         return n  # type: ignore[no-any-return]
 
     def commit(self, commit_id: str) -> Commit:
@@ -147,11 +162,11 @@ class ObjectReader:
             return ROOT
         c = self._cache.get(commit_id)
         if c is None:
-            raw = self._fetch([commit_id]).get(commit_id)
-            if raw is None or raw[0] != "c":
+            got = self._fetch([commit_id]).get(commit_id)
+            if got is None or got[0][0] != "c":
                 raise ReferenceNotFoundError(f"Commit '{commit_id}' not found")
-            c = self._decode_commit(commit_id, raw)
-            self._cache.put(commit_id, c)
+            c = self._decode_commit(commit_id, got[0])
+            self._cache.put(commit_id, c, got[1])
         return c  # type: ignore[no-any-return]
 
     def has_commit(self, commit_id: str) -> bool:
@@ -188,16 +203,16 @@ class ObjectReader:
             else:
                 out[i] = v
         if missing:
-            for i, raw in self._fetch(missing).items():
+            for i, (raw, size) in self._fetch(missing).items():
                 content = raw[1]
                 # canonical bytes sort the fields; answer them with type and id first
                 ordered = {"type": content["type"], "id": content.get("id"), **content}
                 v = Value(i, ordered, raw[2])
-                self._cache.put(i, v)
+                self._cache.put(i, v, size)
                 out[i] = v
         return out
 
-    def remember(self, objects: MutableMapping[str, Any]) -> None:
-        """Cache decoded objects just written (commits, nodes, values)."""
-        for oid, obj in objects.items():
-            self._cache.put(oid, obj)
+    def remember(self, decoded: Mapping[str, Any], encoded: Mapping[str, bytes]) -> None:
+        """Cache decoded objects just written (commits, nodes), sized by their bytes."""
+        for oid, obj in decoded.items():
+            self._cache.put(oid, obj, len(encoded.get(oid, b"")))

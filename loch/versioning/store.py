@@ -131,7 +131,7 @@ class StoreCore:
         self,
         persist: Persist,
         default_branch: str = "main",
-        cache_size: int = 50_000,
+        cache_bytes: int = 96 * 1024 * 1024,
         clock: Callable[[], int] = _now_us,
         on_change: ChangeEncoder | None = None,
     ) -> None:
@@ -141,7 +141,7 @@ class StoreCore:
         self.listeners: list[Callable[[Change], None]] = []
         """Called after each change took effect (e.g. to wake the webhook dispatcher)."""
         self.default_branch = validate_ref_name(default_branch, for_create=True)
-        self.objects = ObjectReader(persist, cache_size)
+        self.objects = ObjectReader(persist, cache_bytes)
         self.clock = clock
         self._bootstrap()
 
@@ -192,7 +192,7 @@ class StoreCore:
             return False
         except RefMissing:
             raise ReferenceNotFoundError(f"Named reference '{branch}' not found") from None
-        self.objects.remember(pending.decoded)
+        self.objects.remember(pending.decoded, pending.objects)
         if change is not None:
             self._notify(change)
         return True
@@ -501,7 +501,7 @@ class StoreCore:
                 continue
             except RefMissing:
                 raise ReferenceNotFoundError(f"Named reference '{branch}' not found") from None
-            self.objects.remember(pending.decoded)
+            self.objects.remember(pending.decoded, pending.objects)
             for job, result, landed_change in landed:
                 job.result = result
                 self._notify(landed_change)
