@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from loch.errors import BadRequestError
+from loch.store.objects import check_encodable
 
 __all__ = ["ContentType", "parse_content"]
 
@@ -140,4 +141,8 @@ def parse_content(obj: Any) -> dict[str, Any]:
             continue
         out[name] = value
     out["type"] = ctype
+    try:
+        check_encodable(out)
+    except ValueError as e:
+        raise BadRequestError(f"Invalid {ctype} content: {e}") from None
     return out

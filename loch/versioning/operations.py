@@ -9,6 +9,7 @@ from typing import Any
 from loch.errors import BadRequestError
 from loch.model.content import parse_content
 from loch.model.keys import Key, key_from_json, key_str
+from loch.store.objects import check_encodable
 
 __all__ = [
     "Delete",
@@ -66,6 +67,11 @@ def parse_operation(obj: Any) -> Operation:
         doc = obj.get("documentation")
         if doc is not None and not isinstance(doc, dict):
             raise BadRequestError("Documentation must be an object")
+        if doc is not None:
+            try:
+                check_encodable(doc)
+            except ValueError as e:
+                raise BadRequestError(f"Invalid documentation: {e}") from None
         if content["type"] == "NAMESPACE":
             content["elements"] = list(key)
         return Put(key, content, doc)
