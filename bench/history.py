@@ -8,7 +8,8 @@ commits of its own, and the branch ``near`` forks 10 commits before the end and 
 10. Build time is reported.
 
 Each figure is then measured side by side with a baseline in the same store, the cases
-taking turns (``--rounds`` rounds of ``--repeat`` calls):
+taking turns (``--rounds`` rounds of ``--repeat`` calls; ``--slow-repeat`` for the
+merge bases, whose far case walks every commit since the fork):
 
 ``log first page``
     ``VersionStore.log`` of ``main`` (100k commits) vs of ``at-1k`` (1k commits), 250
@@ -132,6 +133,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--side-commits", type=int, default=1000, help="commits on the side branch")
     p.add_argument("--rounds", type=int, default=5, help="rounds (cases take turns)")
     p.add_argument("--repeat", type=int, default=20, help="calls per case and round")
+    p.add_argument(
+        "--slow-repeat", type=int, default=1, help="far merge-base calls per case and round"
+    )
     p.add_argument("--dir", type=Path, default=Path("/dev/shm"), help="work directory parent")
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
     args: argparse.Namespace = parse_known(p, argv)
@@ -182,11 +186,21 @@ def main(argv: list[str] | None = None) -> int:
                 "log_cold_1k": lambda: cold_log(tag_h),
                 "tilde_100k": lambda: vs.resolve(f"main~{half}"),
                 "tilde_1k": lambda: vs.resolve("at-1k~500"),
-                "mergebase_far": lambda: vs.merge_base(main_h, side_h),
-                "mergebase_near": lambda: vs.merge_base(main_h, near_h),
             },
             args.rounds,
             args.repeat,
+        )
+        # a far merge base walks every commit since the fork: a few calls per round
+        vs_samples.update(
+            interleaved(
+                {
+                    "mergebase_far": lambda: vs.merge_base(main_h, side_h),
+                    "mergebase_near": lambda: vs.merge_base(main_h, near_h),
+                },
+                args.rounds,
+                args.slow_repeat,
+                warmup=1,
+            )
         )
         vs_rss = peak_rss_mb()
         depth = vs.commit_of(main_h).depth
@@ -209,11 +223,20 @@ def main(argv: list[str] | None = None) -> int:
                     "log_1k": lambda: get("/trees/at-1k/history"),
                     "tilde_100k": lambda: get(f"/trees/main~{half}/history", **{"max-records": 1}),
                     "tilde_1k": lambda: get("/trees/at-1k~500/history", **{"max-records": 1}),
-                    "mergebase_far": lambda: get("/trees/side", fetch="ALL"),
-                    "mergebase_near": lambda: get("/trees/near", fetch="ALL"),
                 },
                 args.rounds,
                 args.repeat,
+            )
+            http_samples.update(
+                interleaved(
+                    {
+                        "mergebase_far": lambda: get("/trees/side", fetch="ALL"),
+                        "mergebase_near": lambda: get("/trees/near", fetch="ALL"),
+                    },
+                    args.rounds,
+                    args.slow_repeat,
+                    warmup=1,
+                )
             )
             server_rss = peak_rss_mb(server.pid)
 

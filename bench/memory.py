@@ -9,8 +9,9 @@ segment the commits landed so far and the server's resident set (``VmRSS``) are 
 
 Reported: RSS after the first segment, at the 10th thousand commit and at the end
 (100th thousand), the growth between those two, and the peak (``VmHWM``). The object
-cache is bounded by ``LOCH_CACHE_SIZE`` (the server default, 50,000 objects, unless
-``--cache-size``). Targets: peak under 300 MB, and no growth between the 10th and the
+cache is bounded by the server's setting (``LOCH_CACHE_MB``, 96 MB by default, since
+41edc13; ``LOCH_CACHE_SIZE``, 50,000 objects, before), which ``--cache-mb`` overrides.
+Targets: peak under 300 MB, and no growth between the 10th and the
 100th thousand commits (within 5% — the allocator's noise).
 
 This takes about 8 minutes (2 to build, 5 to 6 to commit) and is not part of
@@ -58,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--clients", type=int, default=16, help="wrk connections")
     p.add_argument("--segment", type=float, default=5.0, help="seconds per wrk run")
     p.add_argument(
-        "--cache-size", type=int, default=None, help="LOCH_CACHE_SIZE (default: the server's)"
+        "--cache-mb", type=int, default=None, help="LOCH_CACHE_MB (default: the server's)"
     )
     p.add_argument("--dir", type=Path, default=None, help="work directory (default: temp)")
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         log("bench.memory: wrk not found (apt-get install wrk); skipped")
         return 1
     started = machine()
-    env = {} if args.cache_size is None else {"LOCH_CACHE_SIZE": str(args.cache_size)}
+    env = {} if args.cache_mb is None else {"LOCH_CACHE_MB": str(args.cache_mb)}
     samples: list[dict[str, Any]] = []
     with workdir("loch-bench-memory-", args.dir) as d:
         b = Bench(d, args.keys, 20_000, 1)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "rss_first_segment_mb": first,
         "rss_start_mb": start_rss,
         "growth_10k_to_end": growth,
-        "cache_size": args.cache_size or "server default (50,000)",
+        "cache_mb": args.cache_mb or "server default",
         "soak_s": soak_s,
     }
     path = write_result(
