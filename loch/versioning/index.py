@@ -76,22 +76,20 @@ def key_height(key: Key) -> int:
 
 
 def _encode(level: int, keys: Sequence[Key], vals: Sequence[Any]) -> bytes:
-    if level == 0:
-        entries: list[Any] = [[list(k), *v] for k, v in zip(keys, vals, strict=True)]
-    else:
-        entries = [[list(k), v] for k, v in zip(keys, vals, strict=True)]
-    return canonical_bytes(["n", level, entries])
+    # Keys and values as two parallel arrays: the encoder takes the tuples as they are,
+    # with no per-entry work in Python on the commit path.
+    return canonical_bytes(["n", level, keys, vals])
 
 
 def decode_node(node_id: str, data: Any) -> Node:
-    """Build a :class:`Node` from its decoded JSON (``["n", level, entries]``)."""
-    _tag, level, entries = data
-    keys = [tuple(e[0]) for e in entries]
-    if level == 0:
-        vals: list[Any] = [(e[1], e[2], e[3]) for e in entries]
-    else:
-        vals = [e[1] for e in entries]
-    return Node(node_id, level, keys, vals)
+    """Build a :class:`Node` from its decoded JSON (``["n", level, keys, values]``)."""
+    _tag, level, keys, vals = data
+    return Node(
+        node_id,
+        level,
+        list(map(tuple, keys)),
+        list(map(tuple, vals)) if level == 0 else vals,
+    )
 
 
 class _Builder:
