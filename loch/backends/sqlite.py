@@ -60,6 +60,16 @@ MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    # 4: objects appended in write order (rowid table) with a unique index on the id:
+    # content-addressed ids are random, and inserting them into a table clustered by id
+    # touches a random data page per object once the table outgrows the page cache; the
+    # index alone is small enough to stay cached.
+    """
+    CREATE TABLE objects_v4 (seq INTEGER PRIMARY KEY, id BLOB NOT NULL UNIQUE, data BLOB NOT NULL);
+    INSERT INTO objects_v4 (id, data) SELECT id, data FROM objects;
+    DROP TABLE objects;
+    ALTER TABLE objects_v4 RENAME TO objects;
+    """,
 ]
 """Numbered schema migrations: entry ``i`` brings the schema to version ``i + 1``."""
 
