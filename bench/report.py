@@ -409,7 +409,8 @@ def render(results: Path, doc: Path) -> str:
             if f.get("met") is None:
                 continue
             shown = f"{_cell(f['value'])} {f.get('unit', '')}".strip()
-            if f.get("ratio") is not None:
+            relative = any(w in str(f.get("target")) for w in ("ratio", "x ", "%"))
+            if f.get("ratio") is not None and relative:
                 shown += f" (ratio {f['ratio']:.2f})"
             lines.append(
                 f"| {_cell(f.get('target'))} | {_cell(f['name'])} | {shown} | "
