@@ -18,6 +18,8 @@ import psycopg
 
 from loch.backends.postgres import PostgresPersist
 from loch.events.store import (
+    DELIVERY_COLUMNS,
+    NOTIFICATION_COLUMNS,
     Attempt,
     Claim,
     Delivery,
@@ -25,6 +27,7 @@ from loch.events.store import (
     Notification,
     NotificationStore,
     Outcome,
+    delivery_from_row,
 )
 from loch.store import Persist, StoredEvent
 
@@ -73,32 +76,8 @@ NOTIFICATION_MIGRATIONS: list[str] = [
     """,
 ]
 
-_DELIVERY_COLUMNS = (
-    "d.id, d.notification_id, d.event_seq, e.id, e.type, d.status, d.attempts, d.created_at, "
-    "d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.delivered_at"
-)
-_NOTIFICATION_COLUMNS = "id, event_type, type, url, secret, created_at, after_seq"
 _N_COLUMNS = "n.id, n.event_type, n.type, n.url, n.secret, n.created_at, n.after_seq"
-
 Conn = psycopg.Connection[Any]
-
-
-def _delivery(row: Sequence[Any]) -> Delivery:
-    return Delivery(
-        row[0],
-        row[1],
-        row[2],
-        row[3],
-        row[4],
-        DeliveryStatus(row[5]),
-        row[6],
-        row[7],
-        row[8],
-        row[9],
-        row[10],
-        row[11],
-        row[12],
-    )
 
 
 class PostgresNotificationStore(NotificationStore):
@@ -138,7 +117,7 @@ class PostgresNotificationStore(NotificationStore):
             row = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
             seq = int(row[0]) if row else 0
             conn.execute(
-                f"INSERT INTO notifications ({_NOTIFICATION_COLUMNS}) "
+                f"INSERT INTO notifications ({NOTIFICATION_COLUMNS}) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 (nid, event_type, type, url, secret, now, seq),
             )
@@ -146,13 +125,13 @@ class PostgresNotificationStore(NotificationStore):
 
     def get(self, notification_id: str) -> Notification | None:
         rows = self._read(
-            f"SELECT {_NOTIFICATION_COLUMNS} FROM notifications WHERE id = %s",
+            f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = %s",
             (notification_id,),
         )
         return Notification(*rows[0]) if rows else None
 
     def list_all(self) -> list[Notification]:
-        rows = self._read(f"SELECT {_NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
+        rows = self._read(f"SELECT {NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
         return [Notification(*r) for r in rows]
 
     def update(
@@ -258,13 +237,13 @@ class PostgresNotificationStore(NotificationStore):
                 (owner, now + lease_seconds, ids),
             )
             rows = conn.execute(
-                f"SELECT {_DELIVERY_COLUMNS}, e.payload, {_N_COLUMNS} "
+                f"SELECT {DELIVERY_COLUMNS}, e.payload, {_N_COLUMNS} "
                 "FROM deliveries d JOIN events e ON e.seq = d.event_seq "
                 "JOIN notifications n ON n.id = d.notification_id "
                 "WHERE d.id = ANY(%s) ORDER BY d.event_seq",
                 (ids,),
             ).fetchall()
-        return [Claim(_delivery(r[:13]), Notification(*r[14:]), bytes(r[13])) for r in rows]
+        return [Claim(delivery_from_row(r[:13]), Notification(*r[14:]), bytes(r[13])) for r in rows]
 
     def record(self, delivery_id: int, owner: str, attempt_at: float, outcome: Outcome) -> None:
         with self._db.connection() as conn, conn.transaction():
@@ -309,7 +288,7 @@ class PostgresNotificationStore(NotificationStore):
         self, notification_id: str, limit: int, status: DeliveryStatus | None = None
     ) -> list[Delivery]:
         sql = (
-            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d "
+            f"SELECT {DELIVERY_COLUMNS} FROM deliveries d "
             "JOIN events e ON e.seq = d.event_seq WHERE d.notification_id = %s"
         )
         params: list[Any] = [notification_id]
@@ -318,7 +297,7 @@ class PostgresNotificationStore(NotificationStore):
             params.append(status.value)
         sql += " ORDER BY d.event_seq DESC LIMIT %s"
         params.append(limit)
-        return [_delivery(r) for r in self._read(sql, params)]
+        return [delivery_from_row(r) for r in self._read(sql, params)]
 
     def attempts(self, delivery_id: int) -> list[Attempt]:
         rows = self._read(
@@ -339,9 +318,9 @@ class PostgresNotificationStore(NotificationStore):
             if cur.rowcount != 1:
                 return None
             row = conn.execute(
-                f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d "
+                f"SELECT {DELIVERY_COLUMNS} FROM deliveries d "
                 "JOIN events e ON e.seq = d.event_seq WHERE d.id = %s",
                 (delivery_id,),
             ).fetchone()
         assert row is not None
-        return _delivery(row)
+        return delivery_from_row(row)

@@ -12,6 +12,8 @@ from typing import Any
 
 from loch.backends.sqlite import connect
 from loch.events.store import (
+    DELIVERY_COLUMNS,
+    NOTIFICATION_COLUMNS,
     Attempt,
     Claim,
     Delivery,
@@ -19,6 +21,7 @@ from loch.events.store import (
     Notification,
     NotificationStore,
     Outcome,
+    delivery_from_row,
 )
 from loch.store import StoredEvent
 from loch.store.persist import StoreUnavailable
@@ -67,30 +70,6 @@ NOTIFICATION_MIGRATIONS: list[str] = [
     """,
 ]
 """Numbered migrations of the notification tables (recorded apart from the store's)."""
-
-_DELIVERY_COLUMNS = (
-    "d.id, d.notification_id, d.event_seq, e.id, e.type, d.status, d.attempts, d.created_at, "
-    "d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.delivered_at"
-)
-_NOTIFICATION_COLUMNS = "id, event_type, type, url, secret, created_at, after_seq"
-
-
-def _delivery(row: Sequence[Any]) -> Delivery:
-    return Delivery(
-        row[0],
-        row[1],
-        row[2],
-        row[3],
-        row[4],
-        DeliveryStatus(row[5]),
-        row[6],
-        row[7],
-        row[8],
-        row[9],
-        row[10],
-        row[11],
-        row[12],
-    )
 
 
 class SqliteNotificationStore(NotificationStore):
@@ -156,19 +135,19 @@ class SqliteNotificationStore(NotificationStore):
         with self._tx() as conn:
             seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
             conn.execute(
-                f"INSERT INTO notifications ({_NOTIFICATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO notifications ({NOTIFICATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (nid, event_type, type, url, secret, now, seq),
             )
         return Notification(nid, event_type, type, url, secret, now, seq)
 
     def get(self, notification_id: str) -> Notification | None:
         rows = self._read(
-            f"SELECT {_NOTIFICATION_COLUMNS} FROM notifications WHERE id = ?", (notification_id,)
+            f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = ?", (notification_id,)
         )
         return Notification(*rows[0]) if rows else None
 
     def list_all(self) -> list[Notification]:
-        rows = self._read(f"SELECT {_NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
+        rows = self._read(f"SELECT {NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
         return [Notification(*r) for r in rows]
 
     def update(
@@ -249,14 +228,14 @@ class SqliteNotificationStore(NotificationStore):
             )
             marks = ",".join("?" * len(ids))
             rows = conn.execute(
-                f"SELECT {_DELIVERY_COLUMNS}, e.payload, n.id, n.event_type, n.type, n.url, "
+                f"SELECT {DELIVERY_COLUMNS}, e.payload, n.id, n.event_type, n.type, n.url, "
                 "n.secret, n.created_at, n.after_seq "
                 "FROM deliveries d JOIN events e ON e.seq = d.event_seq "
                 "JOIN notifications n ON n.id = d.notification_id "
                 f"WHERE d.id IN ({marks}) ORDER BY d.event_seq",
                 ids,
             ).fetchall()
-        return [Claim(_delivery(r[:13]), Notification(*r[14:]), bytes(r[13])) for r in rows]
+        return [Claim(delivery_from_row(r[:13]), Notification(*r[14:]), bytes(r[13])) for r in rows]
 
     def record(self, delivery_id: int, owner: str, attempt_at: float, outcome: Outcome) -> None:
         with self._tx(dispatch=True) as conn:
@@ -301,7 +280,7 @@ class SqliteNotificationStore(NotificationStore):
         self, notification_id: str, limit: int, status: DeliveryStatus | None = None
     ) -> list[Delivery]:
         sql = (
-            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq "
+            f"SELECT {DELIVERY_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq "
             "WHERE d.notification_id = ?"
         )
         params: list[Any] = [notification_id]
@@ -310,7 +289,7 @@ class SqliteNotificationStore(NotificationStore):
             params.append(status.value)
         sql += " ORDER BY d.event_seq DESC LIMIT ?"
         params.append(limit)
-        return [_delivery(r) for r in self._read(sql, params)]
+        return [delivery_from_row(r) for r in self._read(sql, params)]
 
     def attempts(self, delivery_id: int) -> list[Attempt]:
         rows = self._read(
@@ -330,11 +309,11 @@ class SqliteNotificationStore(NotificationStore):
             if cur.rowcount != 1:
                 return None
             row = conn.execute(
-                f"SELECT {_DELIVERY_COLUMNS} FROM deliveries d "
+                f"SELECT {DELIVERY_COLUMNS} FROM deliveries d "
                 "JOIN events e ON e.seq = d.event_seq WHERE d.id = ?",
                 (delivery_id,),
             ).fetchone()
-        return _delivery(row)
+        return delivery_from_row(row)
 
     def close(self) -> None:
         with self._lock, self._dispatch_lock:

@@ -15,10 +15,13 @@ import abc
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loch.store import Persist, StoredEvent
 
 __all__ = [
+    "DELIVERY_COLUMNS",
+    "NOTIFICATION_COLUMNS",
     "Attempt",
     "Claim",
     "Delivery",
@@ -26,6 +29,7 @@ __all__ = [
     "Notification",
     "NotificationStore",
     "Outcome",
+    "delivery_from_row",
 ]
 
 
@@ -180,3 +184,30 @@ class NotificationStore(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+
+# Column lists and row mapping shared by the SQL notification stores.
+DELIVERY_COLUMNS = (
+    "d.id, d.notification_id, d.event_seq, e.id, e.type, d.status, d.attempts, d.created_at, "
+    "d.next_attempt_at, d.last_attempt_at, d.last_status_code, d.last_error, d.delivered_at"
+)
+NOTIFICATION_COLUMNS = "id, event_type, type, url, secret, created_at, after_seq"
+
+
+def delivery_from_row(row: Sequence[Any]) -> Delivery:
+    """A :class:`Delivery` from a row selected with :data:`DELIVERY_COLUMNS`."""
+    return Delivery(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        DeliveryStatus(row[5]),
+        row[6],
+        row[7],
+        row[8],
+        row[9],
+        row[10],
+        row[11],
+        row[12],
+    )
