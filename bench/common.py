@@ -520,9 +520,48 @@ def _frame_name(frame: str) -> str:
     return frame.replace(str(ROOT) + "/", "").replace(sys.prefix + "/lib/", "")
 
 
+# Where a sample's time goes, by the first rule matching its stack (root to leaf).
+PROFILE_GROUPS: list[tuple[str, tuple[str, ...]]] = [
+    ("webhook dispatcher thread", ("loch/events/dispatcher.py",)),
+    ("SQLite calls (backend)", ("loch/backends/sqlite.py",)),
+    ("object encoding and hashing", ("loch/store/objects.py", "loch/versioning/index.py")),
+    ("commit logic (VersionStore, combiner)", ("loch/versioning/",)),
+    ("reference views", ("loch/model/views.py",)),
+    (
+        "endpoint code (parse, validate, respond)",
+        ("loch/api/v2.py", "loch/api/v1.py", "loch/api/common.py", "loch/api/responses.py"),
+    ),
+    ("thread hand-off (anyio workers, locks)", ("anyio/", "threading.py", "concurrent/")),
+    (
+        "HTTP stack (uvicorn, starlette, fastapi, middleware)",
+        ("uvicorn/", "starlette/", "fastapi/", "loch/api/middleware.py"),
+    ),
+]
+
+
+def profile_groups(raw: Path) -> list[tuple[str, float]]:
+    """Share of samples per :data:`PROFILE_GROUPS` entry (``other`` for the rest)."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        total += int(n)
+        group = "other"
+        for name, marks in PROFILE_GROUPS:
+            if any(m in stack for m in marks):
+                group = name
+                break
+        counts[group] = counts.get(group, 0) + int(n)
+    if not total:
+        return []
+    return sorted(((g, c / total) for g, c in counts.items()), key=lambda x: -x[1])
+
+
 def summarize_profile(raw: Path, top: int = 25) -> dict[str, Any]:
     """Self and inclusive shares of the hottest frames of a ``py-spy -f raw`` file, and the
-    share of a few groups (HTTP stack, Loch, SQLite, JSON, hashing)."""
+    share of each part of the server (:data:`PROFILE_GROUPS`)."""
     own: collections.Counter[str] = collections.Counter()
     incl: collections.Counter[str] = collections.Counter()
     total = 0
@@ -545,6 +584,7 @@ def summarize_profile(raw: Path, top: int = 25) -> dict[str, Any]:
     boring = re.compile(r"^(<module>|main|run|Thread\.|Command\.|Context\.|Group\.|LochGroup)")
     return {
         "samples": total,
+        "groups": [[g, round(v, 4)] for g, v in profile_groups(raw)],
         "self": share(own, lambda f: False),
         "inclusive": share(incl, lambda f: bool(boring.match(f))),
     }

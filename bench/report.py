@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, fmt, parse_known
+from bench.common import ROOT, fmt, parse_known, profile_groups
 
 RESULTS = Path(__file__).with_name("results")
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -360,14 +360,22 @@ def scale_table(data: dict[str, Any]) -> list[str]:
 
 
 def profile_lines(title: str, profile: dict[str, Any] | None) -> list[str]:
-    """The hottest frames of a py-spy profile."""
+    """Where the time of a py-spy profile goes, and its hottest frames."""
     if not profile or not profile.get("samples"):
         return []
     lines = [
-        f"**{title}** ({profile['samples']} GIL-holding samples; raw: "
-        f"`{profile.get('raw', '')}`). Hottest frames (self time):",
+        f"**{title}** ({profile['samples']} GIL-holding samples; raw: `{profile.get('raw', '')}`).",
         "",
     ]
+    groups = profile.get("groups")
+    raw = ROOT / str(profile.get("raw", ""))
+    if not groups and raw.is_file():
+        groups = profile_groups(raw)
+    if groups:
+        lines += ["By part (first match from the root of each stack):", ""]
+        lines += [f"- {share:.1%} {group}" for group, share in groups]
+        lines.append("")
+    lines += ["Hottest frames (self time):", ""]
     lines += [f"- {share:.1%} `{frame}`" for frame, share in profile["self"][:12]]
     lines += ["", "Inclusive (Loch and stack frames):", ""]
     lines += [
