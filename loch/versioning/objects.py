@@ -29,7 +29,9 @@ class Commit:
     ``depth`` the number of commits on the first-parent chain, this one included.
     ``skip`` is the first-parent ancestor at depth ``depth - lowbit(depth)``: following
     skips and parents reaches any ancestor depth in O(log n) steps (``~N``, history
-    checks), instead of walking every commit.
+    checks), instead of walking every commit. ``merges`` counts the merge commits on the
+    first-parent chain, this one included: where it does not change between two commits,
+    the chain between them is linear.
     ``ops`` are stored as ``["PUT", key, value id, content id, type]`` or
     ``["DELETE", key]``.
     """
@@ -43,6 +45,7 @@ class Commit:
     depth: int
     time_us: int
     skip: str
+    merges: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,7 @@ def encode_commit(
     depth: int,
     time_us: int,
     skip: str,
+    merges: int,
 ) -> tuple[str, bytes]:
     """Canonical bytes and id of a commit."""
     data = canonical_bytes(
@@ -80,6 +84,7 @@ def encode_commit(
                 "depth": depth,
                 "time_us": time_us,
                 "skip": skip,
+                "merges": merges,
             },
         ]
     )
@@ -190,6 +195,7 @@ class ObjectReader:
             d["depth"],
             d["time_us"],
             d["skip"],
+            d["merges"],
         )
 
     def values(self, ids: Iterable[str]) -> dict[str, Value]:

@@ -216,8 +216,9 @@ class StoreCore:
         skip = self._ancestor_at(
             first, depth - (depth & -depth), lambda h: self._pending_commit(pending, h)
         ).id
-        cid, data = encode_commit(parents, tree, meta, ops, gen, depth, time_us, skip)
-        commit = Commit(cid, tuple(parents), tree, meta, ops, gen, depth, time_us, skip)
+        merges = first.merges + (1 if len(parents) > 1 else 0)
+        cid, data = encode_commit(parents, tree, meta, ops, gen, depth, time_us, skip, merges)
+        commit = Commit(cid, tuple(parents), tree, meta, ops, gen, depth, time_us, skip, merges)
         pending.objects[cid] = data
         pending.decoded[cid] = commit
         return commit
