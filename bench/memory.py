@@ -14,7 +14,7 @@ cache is bounded by the server's setting (``LOCH_CACHE_MB``, 96 MB by default, s
 Targets: peak under 300 MB, and no growth between the 10th and the
 100th thousand commits (within 5% — the allocator's noise).
 
-This takes about 8 minutes (2 to build, 5 to 6 to commit) and is not part of
+This takes 5 to 12 minutes (1 to 3 to build, 3 to 9 to commit) and is not part of
 ``make bench``: run ``python -m bench.memory`` on its own.
 
 Usage: ``python -m bench.memory [--keys 1000000] [--commits 100000] [--segment 5]``
