@@ -62,8 +62,10 @@ def create_app(settings: Settings, persist: Persist | None = None) -> FastAPI:
             app.state.notification_store.close()
             app.state.notification_store = None
         vs: VersionStore | None = app.state.version_store
-        if vs is not None and persist is None:
-            vs.persist.close()
+        if vs is not None:
+            vs.close()
+            if persist is None:
+                vs.persist.close()
         app.state.version_store = None
 
     app = FastAPI(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes
@@ -16,6 +17,8 @@ __all__ = ["RawPathMiddleware", "RequestBodyMiddleware"]
 # Characters left as they are when re-encoding a path segment: Nessie's ref syntax
 # (@ * ~ ^), key escapes and the usual unreserved characters. '/' stays encoded.
 _SAFE = "@*~^-._:!$&'()+,;="
+# A raw path of only these bytes is already in that form (most requests).
+_PLAIN = re.compile(rb"[A-Za-z0-9/@*~^\-._:!$&'()+,;=]*")
 
 
 class RawPathMiddleware:
@@ -34,11 +37,14 @@ class RawPathMiddleware:
             raw = scope.get("raw_path")
             if raw:
                 raw_path = raw.split(b"?", 1)[0]
-                segments = [
-                    quote(unquote_to_bytes(seg), safe=_SAFE) for seg in raw_path.split(b"/")
-                ]
+                if _PLAIN.fullmatch(raw_path):  # nothing to decode or encode
+                    path = raw_path.decode("ascii")
+                else:
+                    path = "/".join(
+                        quote(unquote_to_bytes(seg), safe=_SAFE) for seg in raw_path.split(b"/")
+                    )
                 scope = dict(scope)
-                scope["path"] = "/".join(segments)
+                scope["path"] = path
         await self.app(scope, receive, send)
 
 

@@ -8,9 +8,11 @@ from fastapi import APIRouter, Body, Query, Request
 from starlette.responses import Response
 
 from loch.api.common import (
+    JSON_OBJECT_BODY,
     body_keys,
     decode_param,
     hidden_types,
+    json_object,
     path_key,
     store,
     visible_content,
@@ -254,19 +256,22 @@ def delete_reference(
     return _no_content()
 
 
-@router.post("/trees/branch/{branch}/commit", summary="Commit operations to a branch")
-def commit(
-    request: Request, branch: str, body: JsonBody, expected_hash: ExpectedHash = None
-) -> JSONResponse:
+@router.post(
+    "/trees/branch/{branch}/commit",
+    summary="Commit operations to a branch",
+    openapi_extra=JSON_OBJECT_BODY,
+)
+async def commit(request: Request, branch: str, expected_hash: ExpectedHash = None) -> JSONResponse:
     from loch.api.common import commit_meta_from_headers
     from loch.versioning import parse_operations
 
+    body = await json_object(request)
     vs = store(request)
     name = decode_param(branch)
     if body.get("commitMeta") is None:
         raise BadRequestError("commitMeta must be provided")
     ops = parse_operations(body.get("operations"))
-    result = vs.commit(
+    result = await vs.commit_async(
         name, expected_hash, commit_meta_from_headers(request, body["commitMeta"]), ops
     )
     return JSONResponse({"type": "BRANCH", "name": name, "hash": result.hash})

@@ -6,13 +6,16 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
+from fastapi.concurrency import run_in_threadpool
 
 from loch.api.common import (
+    JSON_OBJECT_BODY,
     body_keys,
     commit_meta_from_headers,
     decode_param,
     etag,
     hidden_types,
+    json_object,
     path_key,
     query_key,
     query_keys,
@@ -491,15 +494,26 @@ def post_multiple_contents(
 # -- writes --------------------------------------------------------------------------------
 
 
-@router.post("/trees/{ref}/history/commit", summary="Commit operations to a branch")
-def commit(request: Request, ref: str, body: JsonBody) -> JSONResponse:
+@router.post(
+    "/trees/{ref}/history/commit",
+    summary="Commit operations to a branch",
+    openapi_extra=JSON_OBJECT_BODY,
+)
+async def commit(request: Request, ref: str) -> JSONResponse:
+    # Runs on the event loop: the request is checked here without I/O, and the commit
+    # joins its branch's batch (see VersionStore.commit_async).
+    body = await json_object(request)
     vs = store(request)
-    name, expected = write_target(request, vs.parse(decode_param(ref)), "Commit")
+    spec = vs.parse(decode_param(ref))
+    if spec.relative:  # resolving name~N@hash reads the store: not on the loop
+        name, expected = await run_in_threadpool(write_target, request, spec, "Commit")
+    else:
+        name, expected = write_target(request, spec, "Commit")
     if "commitMeta" not in body or body["commitMeta"] is None:
         raise BadRequestError("commitMeta must be provided")
     ops = parse_operations(body.get("operations"))
     meta = commit_meta_from_headers(request, body["commitMeta"])
-    result = vs.commit(name, expected, meta, ops)
+    result = await vs.commit_async(name, expected, meta, ops)
     return _ok(
         {
             "targetBranch": {"type": "BRANCH", "name": name, "hash": result.hash},
@@ -603,3 +617,17 @@ def transplant(request: Request, ref: str, body: JsonBody) -> JSONResponse:
     name, expected = write_target(request, vs.parse(decode_param(ref)), "Transplant")
     result = merge_or_transplant(request, vs, name, expected, body, transplant=True)
     return _ok(merge_response(result, v1=False))
+
+
+# FastAPI matches a request against its routes one after the other. The requests every
+# table operation of Iceberg's NessieCatalog makes come first (no two paths of this API
+# overlap, so the order changes nothing else).
+_HOT_PATHS = [
+    "/api/v2/trees/{ref}/history/commit",
+    "/api/v2/trees/{ref}/contents/{key}",
+    "/api/v2/trees/{ref}",
+    "/api/v2/config",
+]
+router.routes.sort(
+    key=lambda r: _HOT_PATHS.index(p) if (p := getattr(r, "path", "")) in _HOT_PATHS else 99
+)

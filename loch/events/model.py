@@ -8,10 +8,11 @@ events) say ``reference``; Loch emits ``reference``.
 from __future__ import annotations
 
 import enum
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from loch.model.views import commit_meta_v2, key_json, ref_json
 from loch.store import OutboxEvent
@@ -128,5 +129,5 @@ def _payload(change: Change) -> tuple[EventType, dict[str, Any]]:
 def encode_change(change: Change) -> Sequence[OutboxEvent]:
     """The outbox event for a change (a :data:`~loch.versioning.changes.ChangeEncoder`)."""
     etype, body = _payload(change)
-    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    data = orjson.dumps(body)
     return [OutboxEvent(str(uuid.uuid4()), etype.value, data)]

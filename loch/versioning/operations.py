@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from loch.errors import BadRequestError
@@ -103,8 +104,14 @@ def check_unique_keys(ops: list[Operation]) -> None:
 
 def format_time(us: int) -> str:
     """Epoch microseconds as an ISO-8601 instant with microseconds and ``Z``."""
-    dt = datetime.fromtimestamp(us // 1_000_000, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{us % 1_000_000:06d}Z"
+    seconds, micros = divmod(us, 1_000_000)
+    return f"{_format_second(seconds)}.{micros:06d}Z"
+
+
+@lru_cache(maxsize=256)
+def _format_second(seconds: int) -> str:
+    # Every commit formats the current time a few times: strftime once per second.
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _parse_instant(value: Any) -> int:

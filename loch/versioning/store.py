@@ -145,6 +145,11 @@ class StoreCore:
         self.clock = clock
         self._bootstrap()
 
+    def close(self) -> None:
+        """Finish queued commits and stop the commit worker threads (the persist stays
+        open: it belongs to the caller)."""
+        self._committer.close()
+
     def _bootstrap(self) -> None:
         from loch.versioning.operations import format_time
 
@@ -447,20 +452,48 @@ class StoreCore:
         not change lands on the current HEAD.
 
         Raises:
-            BadRequestError: invalid operations or content ids.
+            BadRequestError: invalid operations or content ids, or not a branch.
             ReferenceNotFoundError: unknown branch, or ``expected`` not in its history.
             ReferenceConflictError: key conflicts or namespace rules (all reported).
         """
-        expected = self.resolve_branch_write(branch, expected, "Commit")
+        request = self._commit_request(branch, expected, meta, operations, committer)
+        result: CommitResult = self._committer.submit(branch, request)
+        return result
+
+    async def commit_async(
+        self,
+        branch: str,
+        expected: str | None,
+        meta: dict[str, Any] | None,
+        operations: Sequence[Operation],
+        committer: str = "",
+    ) -> CommitResult:
+        """:meth:`commit` for an event loop: checks the request on the loop (no I/O),
+        then waits for the batch that applies it without blocking the loop."""
+        request = self._commit_request(branch, expected, meta, operations, committer)
+        result: CommitResult = await self._committer.submit_async(branch, request)
+        return result
+
+    def _commit_request(
+        self,
+        branch: str,
+        expected: str | None,
+        meta: dict[str, Any] | None,
+        operations: Sequence[Operation],
+        committer: str,
+    ) -> _CommitRequest:
+        """Check a commit's arguments; the branch itself is read by its batch."""
+        validate_ref_name(branch)
+        if expected is None:
+            raise BadRequestError("Expected hash must be provided for commit.")
+        expected = validate_hash(expected, "expected hash")
         ops = [_normalized(op) for op in operations]
         if not ops:
             raise BadRequestError("A commit must have at least one operation")
         check_unique_keys(ops)
         now = self.clock()
         meta_n = normalize_meta(meta, committer, now)
-        request = _CommitRequest(expected, ops, meta_n, now)
-        result: CommitResult = self._committer.submit(branch, request)
-        return result
+        return _CommitRequest(expected, ops, meta_n, now)
 
     def _commit_batch(self, branch: Hashable, jobs: Sequence[Job[_CommitRequest]]) -> None:
         """Apply queued commits to ``branch`` one after the other and publish them with one
@@ -469,7 +502,12 @@ class StoreCore:
         assert isinstance(branch, str)
         started = time.monotonic()
         for attempt in range(self.max_write_attempts):
-            head = self.get_reference(branch).hash
+            ref = self.get_reference(branch)
+            if ref.type != "BRANCH":
+                for job in jobs:
+                    job.error = BadRequestError(f"Commit reference '{branch}' must be a branch.")
+                return
+            head = ref.hash
             pending = _Pending()
             load = self._loader(pending)
             cur = self._pending_commit(pending, head)
