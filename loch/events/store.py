@@ -149,10 +149,20 @@ class NotificationStore(abc.ABC):
         twice). Returns the number of deliveries created."""
 
     def fan_out_new(self, persist: Persist, batch: int = 500) -> int:
-        """Fan out every event recorded since the cursor; returns deliveries created."""
+        """Fan out every event recorded since the cursor; returns deliveries created.
+
+        Events at or before every notification's ``after_seq`` concern none of them:
+        with no notification nothing is read or written (the dispatcher wakes after
+        every commit, and its cursor update would compete with the commits' writes),
+        and the cursor then skips ahead to the oldest notification's start.
+        """
         created = 0
         while True:
-            events = persist.read_events(self.cursor(), batch)
+            subs = self.list_all()
+            if not subs:
+                return created
+            start = max(self.cursor(), min(n.after_seq for n in subs))
+            events = persist.read_events(start, batch)
             if not events:
                 return created
             created += self.fan_out(events)
