@@ -189,9 +189,10 @@ def test_documentation_round_trips(vs: VersionStore) -> None:
 
 
 @pytest.mark.parametrize("ctype", ["FOO", "UNKNOWN", "iceberg_table", "", None])
-def test_unknown_content_type_is_400_on_the_wire(ctype: str | None) -> None:
-    with pytest.raises(BadRequestError):
-        parse_operations([wire_put(["k"], {"type": ctype, "metadataLocation": "x"})])
+def test_unknown_content_type_is_400_on_the_wire(vs: VersionStore, ctype: str | None) -> None:
+    ops = parse_operations([wire_put(["k"], {"type": ctype, "metadataLocation": "x"})])
+    with pytest.raises(BadRequestError, match="content type"):
+        vs.commit("main", NO_ANCESTOR, {}, ops)
 
 
 @pytest.mark.parametrize("ctype", ["FOO", "UNKNOWN"])
@@ -211,9 +212,11 @@ def test_unknown_content_type_is_400_in_commit(vs: VersionStore, ctype: str) -> 
         "not an object",
     ],
 )
-def test_invalid_content_is_400_on_the_wire(content: Any) -> None:
+def test_invalid_content_is_400_on_the_wire(vs: VersionStore, content: Any) -> None:
+    ops = parse_operations([wire_put(["k"], content)])
     with pytest.raises(BadRequestError):
-        parse_operations([wire_put(["k"], content)])
+        vs.commit("main", NO_ANCESTOR, {}, ops)
+    assert head(vs) == NO_ANCESTOR
 
 
 def test_put_without_content_is_400_on_the_wire() -> None:
@@ -379,10 +382,10 @@ def test_duplicate_keys_are_400(vs: VersionStore, ops: list[Operation]) -> None:
     assert ei.value.message.startswith("Duplicate key in commit operations")
 
 
-def test_duplicate_keys_on_the_wire_are_400() -> None:
+def test_duplicate_keys_on_the_wire_are_400(vs: VersionStore) -> None:
     put = wire_put(["t"], table())
-    with pytest.raises(BadRequestError):
-        parse_operations([put, put])
+    with pytest.raises(BadRequestError, match="Duplicate key"):
+        vs.commit("main", NO_ANCESTOR, {}, parse_operations([put, put]))
     ops = parse_operations([{"type": "DELETE", "key": {"elements": ["t"]}}, put])
     assert [type(o).__name__ for o in ops] == ["Delete", "Put"]
 

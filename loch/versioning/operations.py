@@ -8,7 +8,6 @@ from functools import lru_cache
 from typing import Any
 
 from loch.errors import BadRequestError
-from loch.model.content import parse_content
 from loch.model.keys import Key, key_from_json, key_str
 from loch.store.objects import check_encodable
 
@@ -52,19 +51,20 @@ Operation = Put | Delete | Unchanged
 
 
 def parse_operation(obj: Any) -> Operation:
-    """An operation from its wire JSON.
+    """An operation from its wire JSON. Its content is checked by the version store when
+    it commits (:func:`~loch.model.content.parse_content`), for every caller alike.
 
     Raises:
-        BadRequestError: unknown type, missing key or content, invalid content.
+        BadRequestError: unknown type, missing key or content, invalid documentation.
     """
     if not isinstance(obj, dict):
         raise BadRequestError("Operation must be a JSON object")
     kind = obj.get("type")
     key = key_from_json(obj.get("key"))
     if kind == "PUT":
-        if obj.get("content") is None:
+        content = obj.get("content")
+        if content is None:
             raise BadRequestError(f"PUT operation for key '{key_str(key)}' has no content")
-        content = parse_content(obj["content"])
         doc = obj.get("documentation")
         if doc is not None and not isinstance(doc, dict):
             raise BadRequestError("Documentation must be an object")
@@ -73,8 +73,6 @@ def parse_operation(obj: Any) -> Operation:
                 check_encodable(doc)
             except ValueError as e:
                 raise BadRequestError(f"Invalid documentation: {e}") from None
-        if content["type"] == "NAMESPACE":
-            content["elements"] = list(key)
         return Put(key, content, doc)
     if kind == "DELETE":
         return Delete(key)
@@ -84,12 +82,10 @@ def parse_operation(obj: Any) -> Operation:
 
 
 def parse_operations(objs: Any) -> list[Operation]:
-    """Operations of a commit body; at least one, keys unique (DELETE+PUT allowed)."""
+    """Operations of a commit body (the version store checks them further)."""
     if not isinstance(objs, list) or not objs:
         raise BadRequestError("A commit must have at least one operation")
-    ops = [parse_operation(o) for o in objs]
-    check_unique_keys(ops)
-    return ops
+    return [parse_operation(o) for o in objs]
 
 
 def check_unique_keys(ops: list[Operation]) -> None:
