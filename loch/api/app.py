@@ -50,7 +50,7 @@ def create_app(settings: Settings, persist: Persist | None = None) -> FastAPI:
         if settings.dispatch_webhooks:
             dispatcher = Dispatcher(p, app.state.notification_store, settings.webhooks)
             dispatcher.start()
-            vs.listeners.append(lambda change: dispatcher.wake())
+            vs.listeners.append(lambda change: dispatcher.changed())
             app.state.dispatcher = dispatcher
 
     def _close(app: FastAPI) -> None:

@@ -116,6 +116,9 @@ def _router(prefix: str) -> APIRouter:
                 f"Unknown notification kind '{kind}'; one of: {', '.join(KIND_TO_TYPE)}"
             )
         n = _store(request).add(event_type.value, *_target(body))
+        dispatcher = request.app.state.dispatcher
+        if dispatcher is not None:
+            dispatcher.subscribed()
         return JSONResponse(
             notification_json(n),
             status_code=201,

@@ -81,6 +81,7 @@ class Dispatcher:
         self._wakeup: asyncio.Event | None = None
         self._stopping = False
         self._started = threading.Event()
+        self._watching = True
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -96,6 +97,18 @@ class Dispatcher:
         if loop is not None and event is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop shut down meanwhile
                 loop.call_soon_threadsafe(event.set)
+
+    def changed(self) -> None:
+        """A reference changed: look for new events now, unless there is no notification
+        (then the next poll notices one created meanwhile, e.g. through another replica;
+        one created here wakes the dispatcher itself)."""
+        if self._watching:
+            self.wake()
+
+    def subscribed(self) -> None:
+        """A notification was created here: follow reference changes from now on."""
+        self._watching = True
+        self.wake()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop, letting attempts in flight finish for up to ``timeout`` seconds.
@@ -154,7 +167,8 @@ class Dispatcher:
 
     def fan_out(self) -> int:
         """Turn new outbox events into deliveries; returns how many were created."""
-        return self.store.fan_out_new(self.persist)
+        self._watching = bool(self.store.list_all())
+        return self.store.fan_out_new(self.persist) if self._watching else 0
 
     async def _deliver(self, http: httpx.AsyncClient, claim: Claim) -> None:
         d, n = claim.delivery, claim.notification

@@ -357,3 +357,24 @@ def test_events_recorded_with_dispatch_off_are_delivered_once_it_is_on(
     check_chain(r.wait_events(3), hashes, root)
     with client(server) as c:
         wait_status(c, nid, "DELIVERED", 3)
+
+
+def test_a_notification_created_through_another_server_is_served(
+    servers: ServerFactory, receivers: ReceiverFactory
+) -> None:
+    """The dispatcher ignores commits while no notification exists; one created through
+    another process on the same store is noticed by its next poll, and the commits made
+    after it are delivered."""
+    r = receivers("elsewhere")
+    dispatching = servers()
+    with client(dispatching) as c:
+        commit_n(c, 2, "before")  # no notification yet: nothing to deliver
+    other = servers(LOCH_WEBHOOKS="off")
+    with client(other) as c:
+        c.subscribe("commits", r.url)
+    with client(dispatching) as c:
+        root = c.head()
+        hashes = commit_n(c, 3, "after")
+    check_chain(r.wait_events(3), hashes, root)
+    time.sleep(0.5)
+    assert len(r.hits()) == 3  # nothing from before the notification
