@@ -362,6 +362,32 @@ def diff(
             level = node.level - 1
             stack.extend(_Ref(c, level) for c in reversed(node.vals))
 
+    def expand_both() -> None:
+        # Children (or leaf entries) present in both nodes hold the same entries on
+        # both sides: they are dropped here, before any of them is compared.
+        na, nb = load(fa.pop().id), load(fb.pop().id)
+        if na.keys == nb.keys:  # same boundaries: only values (or child ids) changed
+            va, vb = na.vals, nb.vals
+            changed = [i for i in range(len(va) - 1, -1, -1) if va[i] != vb[i]]
+            if na.level == 0:
+                fa.extend((na.keys[i], va[i]) for i in changed)
+                fb.extend((nb.keys[i], vb[i]) for i in changed)
+            else:
+                level = na.level - 1
+                fa.extend(_Ref(va[i], level) for i in changed)
+                fb.extend(_Ref(vb[i], level) for i in changed)
+        elif na.level == 0:
+            ea = list(zip(na.keys, na.vals, strict=True))
+            eb = list(zip(nb.keys, nb.vals, strict=True))
+            same = set(ea).intersection(eb)
+            fa.extend(e for e in reversed(ea) if e not in same)
+            fb.extend(e for e in reversed(eb) if e not in same)
+        else:
+            common = set(na.vals).intersection(nb.vals)
+            level = na.level - 1
+            fa.extend(_Ref(c, level) for c in reversed(na.vals) if c not in common)
+            fb.extend(_Ref(c, level) for c in reversed(nb.vals) if c not in common)
+
     while fa and fb:
         x, y = fa[-1], fb[-1]
         xn, yn = isinstance(x, _Ref), isinstance(y, _Ref)
@@ -369,10 +395,10 @@ def diff(
             if x.id == y.id:
                 fa.pop()
                 fb.pop()
-            elif x.level >= y.level:
+            elif x.level == y.level:
+                expand_both()
+            elif x.level > y.level:
                 expand(fa)
-                if x.level == y.level:
-                    expand(fb)
             else:
                 expand(fb)
         elif xn:
