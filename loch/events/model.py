@@ -55,6 +55,7 @@ KIND_TO_TYPE: dict[str, EventType] = {
 
 def _operations(commit: Commit, values: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     ops: list[dict[str, Any]] = []
+    assert commit.ops is not None  # a change carries the commit it just made, whole
     for op in commit.ops:
         if op[0] == "PUT":
             ops.append({"type": "PUT", "key": key_json(tuple(op[1])), "content": values[op[2]]})

@@ -74,10 +74,11 @@ def operations_json(
 ) -> list[dict[str, Any]]:
     """The operations of a commit, with the content of each PUT (PUTs of ``hidden``
     content types left out)."""
-    vids = [op[2] for op in c.ops if op[0] == "PUT" and op[4] not in hidden]
+    ops = vs.objects.operations(c)
+    vids = [op[2] for op in ops if op[0] == "PUT" and op[4] not in hidden]
     values = vs.values(vids)
     out: list[dict[str, Any]] = []
-    for op in c.ops:
+    for op in ops:
         if op[0] == "PUT" and op[4] in hidden:
             continue
         if op[0] == "PUT":

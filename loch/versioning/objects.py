@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loch.errors import ReferenceNotFoundError
@@ -18,7 +18,14 @@ from loch.store import NO_ANCESTOR, Persist, canonical_bytes, object_id
 from loch.store.objects import decode
 from loch.versioning.index import Node, decode_node
 
-__all__ = ["Commit", "ObjectReader", "Value", "encode_commit", "encode_value"]
+__all__ = [
+    "LARGE_COMMIT_BYTES",
+    "Commit",
+    "ObjectReader",
+    "Value",
+    "encode_commit",
+    "encode_value",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +40,17 @@ class Commit:
     first-parent chain, this one included: where it does not change between two commits,
     the chain between them is linear.
     ``ops`` are stored as ``["PUT", key, value id, content id, type]`` or
-    ``["DELETE", key]``.
+    ``["DELETE", key]``; they are None in a commit loaded from the store whose encoding
+    is larger than :data:`LARGE_COMMIT_BYTES` (a bulk load of many tables): such a
+    commit is kept in memory without them, and :meth:`ObjectReader.operations` reads
+    them again when they are wanted.
     """
 
     id: str
     parents: tuple[str, ...]
     tree: str | None
     meta: dict[str, Any]
-    ops: list[list[Any]]
+    ops: list[list[Any]] | None
     gen: int
     depth: int
     time_us: int
@@ -103,6 +113,12 @@ def encode_value(
 # object headers); this factor turns encoded bytes into an estimate of resident bytes.
 _MEMORY_PER_BYTE = 4
 _OVERHEAD = 256
+
+LARGE_COMMIT_BYTES = 64 * 1024
+"""Commits encoded larger than this are cached without their operations: walking history
+(merge bases, ``~N``) loads commits for their parents and skip pointers, and a few bulk
+commits would otherwise fill the object cache."""
+_COMMIT_HEADER_BYTES = 1024
 
 
 class _Lru:
@@ -171,8 +187,22 @@ class ObjectReader:
             if got is None or got[0][0] != "c":
                 raise ReferenceNotFoundError(f"Commit '{commit_id}' not found")
             c = self._decode_commit(commit_id, got[0])
-            self._cache.put(commit_id, c, got[1])
+            if got[1] > LARGE_COMMIT_BYTES:
+                c = replace(c, ops=None)
+                self._cache.put(commit_id, c, _COMMIT_HEADER_BYTES)
+            else:
+                self._cache.put(commit_id, c, got[1])
         return c  # type: ignore[no-any-return]
+
+    def operations(self, c: Commit) -> list[list[Any]]:
+        """A commit's operations (read again from the store for a large commit)."""
+        if c.ops is not None:
+            return c.ops
+        got = self._fetch([c.id]).get(c.id)
+        if got is None:
+            raise ReferenceNotFoundError(f"Commit '{c.id}' not found")
+        ops: list[list[Any]] = got[0][1]["ops"]
+        return ops
 
     def has_commit(self, commit_id: str) -> bool:
         """Whether a commit with this id exists."""
@@ -221,4 +251,8 @@ class ObjectReader:
     def remember(self, decoded: Mapping[str, Any], encoded: Mapping[str, bytes]) -> None:
         """Cache decoded objects just written (commits, nodes), sized by their bytes."""
         for oid, obj in decoded.items():
-            self._cache.put(oid, obj, len(encoded.get(oid, b"")))
+            size = len(encoded.get(oid, b""))
+            if size > LARGE_COMMIT_BYTES and isinstance(obj, Commit):
+                self._cache.put(oid, replace(obj, ops=None), _COMMIT_HEADER_BYTES)
+            else:
+                self._cache.put(oid, obj, size)

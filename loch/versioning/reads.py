@@ -91,7 +91,7 @@ def commit_meta(c: Commit) -> dict[str, Any]:
     return meta
 
 
-def _commit_filter_vars(c: Commit) -> dict[str, Any]:
+def _commit_filter_vars(c: Commit, operations: list[list[Any]]) -> dict[str, Any]:
     meta = commit_meta(c)
     authors = meta.get("authors") or []
     signed = meta.get("allSignedOffBy") or []
@@ -101,7 +101,7 @@ def _commit_filter_vars(c: Commit) -> dict[str, Any]:
     commit["signedOffBy"] = signed[0] if signed else ""
     commit["properties"] = {k: v[0] for k, v in props.items() if v}
     ops = []
-    for op in c.ops:
+    for op in operations:
         key = tuple(op[1])
         o = {"type": op[0], **key_variables(key)}
         if op[0] == "PUT":
@@ -140,7 +140,7 @@ class ReadsMixin(MergeMixin):
                 page.token = h
                 break
             c = self.commit_of(h)
-            if cel is None or cel.matches(_commit_filter_vars(c)):
+            if cel is None or cel.matches(_commit_filter_vars(c, self.objects.operations(c))):
                 page.items.append(c)
             if h == limit:
                 break
