@@ -239,17 +239,28 @@ def plot_scale(data: dict[str, Any], out: Path) -> bool:
         return False
     res = data["results"]
     sizes = sorted(int(s) for s in res)
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    for op in res[str(sizes[0])]["ops"]:
-        ys = [res[str(s)]["ops"][op]["median_ms"] for s in sizes]
-        ax.plot(sizes, ys, marker="o", label=op)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("keys on the branch")
-    ax.set_ylabel("median latency (ms)")
-    ax.set_title("Loch operations vs repository size (VersionStore, SQLite)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ops = list(res[str(sizes[0])]["ops"])
+    engine = [op for op in ops if not op.startswith("http_")]
+    http = [op for op in ops if op.startswith("http_")]
+    panels = [("VersionStore (in process)", engine)]
+    if http:
+        panels.append(("HTTP (loch serve)", http))
+    colors = {op: f"C{i}" for i, op in enumerate(engine)}
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(6.5 * len(panels), 4.2), dpi=110, sharey=True, squeeze=False
+    )
+    for ax, (title, names) in zip(axes[0], panels, strict=True):
+        for op in names:
+            ys = [res[str(s)]["ops"][op]["median_ms"] for s in sizes]
+            base = op.removeprefix("http_")
+            ax.plot(sizes, ys, marker="o", label=base, color=colors.get(base))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("keys on the branch")
+        ax.set_title(f"{title}, SQLite")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("median latency (ms)")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
