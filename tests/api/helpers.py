@@ -9,20 +9,14 @@ reject unknown fields.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from loch.testing.server import LochServer
 
 __all__ = [
     "ERROR_FIELDS",
@@ -32,12 +26,10 @@ __all__ = [
     "V1",
     "V2",
     "Api",
-    "LiveServer",
     "assert_error",
     "delete",
     "delta_table",
     "enc",
-    "free_port",
     "iceberg_meta",
     "key",
     "live_server",
@@ -349,93 +341,16 @@ class Api:
 # -- a real server ---------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def loch_executable() -> str:
-    """The ``loch`` script of the running interpreter's environment."""
-    path = Path(sys.executable).with_name("loch")
-    return str(path)
-
-
-class LiveServer:
-    """A running ``loch serve`` process."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
-        self.proc = proc
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        self.log_path = log_path
-
-    def log(self) -> str:
-        """What the server printed so far."""
-        return self.log_path.read_text(errors="replace")
-
-    def terminate(self, timeout: float = 10.0) -> int:
-        """SIGTERM and wait; the exit code (kills and fails the caller on a hang)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
-
-
-def start_server(
-    store: str, log_path: Path, startup_timeout: float = 30.0, log_level: str = "warning"
-) -> LiveServer:
-    """Start ``loch serve --port <free> --store <store>`` and wait for ``/healthz``."""
-    port = free_port()
-    log_file = log_path.open("ab")
-    env = dict(os.environ)
-    env.pop("LOCH_STORE", None)
-    proc = subprocess.Popen(
-        [
-            loch_executable(),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--store",
-            store,
-            "--log-level",
-            log_level,
-        ],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        env=env,
+def live_server(store: str, log_path: Path, log_level: str = "warning") -> LochServer:
+    """A ``loch serve --host 127.0.0.1 --port <free> --store <store>`` process, not yet
+    started (``LOCH_STORE`` unset): ``with live_server(…) as server`` starts it, waits for
+    ``/healthz`` and stops it with SIGTERM at the end of the block; ``.start()`` starts it
+    alone."""
+    return LochServer(
+        store,
+        log_path,
+        host="127.0.0.1",
+        log_level=log_level,
+        env={"LOCH_STORE": None},
+        stop_timeout=10.0,
     )
-    log_file.close()
-    server = LiveServer(proc, port, log_path)
-    deadline = time.monotonic() + startup_timeout
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"loch serve exited with {proc.returncode}:\n{server.log()}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=1.0).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            server.terminate()
-            raise AssertionError(f"loch serve did not become healthy:\n{server.log()}")
-        time.sleep(0.1)
-
-
-@contextmanager
-def live_server(store: str, log_path: Path, log_level: str = "warning") -> Iterator[LiveServer]:
-    """A ``loch serve`` process for the duration of the block (stopped with SIGTERM)."""
-    server = start_server(store, log_path, log_level=log_level)
-    try:
-        yield server
-    finally:
-        if server.proc.poll() is None:
-            server.terminate()

@@ -27,7 +27,6 @@ from .helpers import (
     live_server,
     namespace,
     put,
-    start_server,
     table,
 )
 
@@ -58,8 +57,7 @@ def java_commit(http: httpx.Client, branch: str, expected: str, *ops: dict[str, 
 def test_full_flow_graceful_stop_and_restart(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'e.db'}"
     log = tmp_path / "server.log"
-    server = start_server(store, log, log_level="info")
-    try:
+    with live_server(store, log, log_level="info") as server:
         with httpx.Client(base_url=server.url, timeout=10.0) as http:
             api = Api(http)
             config = api.ok(http.get(f"{V2}/config", headers=JAVA_HEADERS))
@@ -106,12 +104,9 @@ def test_full_flow_graceful_stop_and_restart(tmp_path: Path) -> None:
             assert [e["commitMeta"]["hash"] for e in v1_log["logEntries"]] == [h2, h1]
 
         started = time.monotonic()
-        server.terminate(timeout=10.0)  # the exit status is checked in test_sigterm_exits_0
+        server.stop(timeout=10.0)  # the exit status is checked in test_sigterm_exits_0
         assert time.monotonic() - started < 5.0
         assert "Application shutdown complete" in server.log(), server.log()
-    finally:
-        if server.proc.poll() is None:
-            server.terminate()
 
     with live_server(store, log) as again, httpx.Client(base_url=again.url, timeout=10.0) as http:
         api = Api(http)
@@ -124,16 +119,13 @@ def test_full_flow_graceful_stop_and_restart(tmp_path: Path) -> None:
 
 def test_sigterm_exits_0(tmp_path: Path) -> None:
     """SIGTERM is a normal stop: graceful shutdown, then exit status 0 within seconds."""
-    server = start_server(f"sqlite:///{tmp_path / 's.db'}", tmp_path / "s.log", log_level="info")
-    try:
+    store, log = f"sqlite:///{tmp_path / 's.db'}", tmp_path / "s.log"
+    with live_server(store, log, log_level="info") as server:
         with httpx.Client(base_url=server.url, timeout=10.0) as http:
             assert http.get("/healthz").status_code == 200  # an idle keep-alive connection
             started = time.monotonic()
-            code = server.terminate(timeout=10.0)
+            code = server.stop(timeout=10.0)
             elapsed = time.monotonic() - started
         assert "Application shutdown complete" in server.log(), server.log()
         assert elapsed < 5.0, elapsed
         assert code == 0, f"exit status {code}\n{server.log()}"
-    finally:
-        if server.proc.poll() is None:
-            server.terminate()

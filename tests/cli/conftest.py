@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -31,6 +28,7 @@ from click.testing import CliRunner
 
 from loch.cli.main import cli
 from loch.client import LochClient
+from loch.testing.server import LochServer
 
 LOCH = str(Path(sys.prefix) / "bin" / "loch")
 NO_ANCESTOR = "2e1cfa82b035c26cbbbdae632cea070514eb8b773f616aaeaf668e2f0be8f10d"
@@ -39,47 +37,11 @@ UNKNOWN_HASH = "ab" * 32
 _CLEAN_ENV = ("LOCH_URI", "LOCH_REF", "LOCH_COLOR", "LOCH_DEBUG", "LOCH_TOKEN", "NO_COLOR")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @contextmanager
 def loch_serve(tmp: Path) -> Iterator[str]:
     """Run ``loch serve`` on a free port with an SQLite store in ``tmp``; yield the v2 URI."""
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_path = tmp / "serve.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [LOCH, "serve", "--port", str(port), "--store", f"sqlite:///{tmp}/c.db"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not _healthy(base):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"loch serve did not start:\n{log_path.read_text()}")
-                time.sleep(0.05)
-            yield f"{base}/api/v2"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with LochServer(f"sqlite:///{tmp}/c.db", tmp / "serve.log") as server:
+        yield f"{server.url}/api/v2"
 
 
 @pytest.fixture(scope="session")

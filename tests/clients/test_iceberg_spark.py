@@ -19,10 +19,7 @@ import re
 import selectors
 import shutil
 import socket
-import subprocess
-import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,42 +37,37 @@ if shutil.which("java") is None:
 from pyspark.sql import Row, SparkSession
 
 from loch.spark import add_catalog, build_session, resolve_jars
+from loch.testing.server import LochServer
 
 CATALOG = "nessie"
 
 # --- the server -------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     """A running ``loch serve`` and a REST client for it."""
 
-    port: int
-    log: Path
-    proc: subprocess.Popen[bytes]
+    process: LochServer
     http: httpx.Client
 
     @property
+    def port(self) -> int:
+        return self.process.port
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.process.url
 
     @property
     def api(self) -> str:
         return f"{self.url}/api/v2"
 
     def log_size(self) -> int:
-        return self.log.stat().st_size
+        return self.process.log_size()
 
     def log_since(self, offset: int) -> str:
-        with open(self.log, "rb") as f:
-            f.seek(offset)
-            return f.read().decode(errors="replace")[-6000:]
+        return self.process.log(since=offset)[-6000:]
 
     def get(self, path: str, **params: Any) -> Any:
         r = self.http.get(path, params=params)
@@ -105,41 +97,11 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("loch-server")
-    port = _free_port()
-    log = tmp / "server.log"
-    cmd = [
-        sys.prefix + "/bin/loch",
-        "serve",
-        "--port",
-        str(port),
-        "--store",
-        f"sqlite:///{tmp}/s.db",
-    ]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    http = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v2", timeout=30)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"loch serve exited {proc.returncode}: {log.read_text()}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"loch serve did not become healthy: {log.read_text()}")
-            time.sleep(0.1)
-        yield Server(port, log, proc, http)
-    finally:
-        http.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with (
+        LochServer(f"sqlite:///{tmp}/s.db", tmp / "server.log") as process,
+        httpx.Client(base_url=f"{process.url}/api/v2", timeout=30) as http,
+    ):
+        yield Server(process, http)
 
 
 # --- a recording TCP proxy: what the Java client really puts on the wire ---------------

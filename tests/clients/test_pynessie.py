@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,8 @@ from typing import Any
 
 import pytest
 from marshmallow.warnings import RemovedInMarshmallow4Warning
+
+from loch.testing.server import LochServer
 
 # pynessie 0.67.0 builds its schemas with marshmallow's deprecated ``default=`` argument.
 # It ships no type information.
@@ -65,63 +66,18 @@ pytestmark = [
 
 NO_ANCESTOR = "2e1cfa82b035c26cbbbdae632cea070514eb8b773f616aaeaf668e2f0be8f10d"
 UNKNOWN_HASH = "ab" * 32
-LOCH = Path(sys.prefix) / "bin" / "loch"
 NESSIE = Path(sys.prefix) / "bin" / "nessie"
 
 
 # -- server ---------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @contextmanager
 def _loch_serve(tmp: Path) -> Iterator[str]:
     """Run ``loch serve`` on a free port with an SQLite store in ``tmp``; yield the v1 endpoint."""
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_path = tmp / "loch.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                str(LOCH),
-                "serve",
-                "--port",
-                str(port),
-                "--store",
-                f"sqlite:///{tmp}/p.db",
-                "--log-level",
-                "warning",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not _healthy(base):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"loch serve did not start:\n{log_path.read_text()}")
-                time.sleep(0.1)
-            yield f"{base}/api/v1"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    store, log = f"sqlite:///{tmp}/p.db", tmp / "loch.log"
+    with LochServer(store, log, log_level="warning") as server:
+        yield f"{server.url}/api/v1"
 
 
 @pytest.fixture(scope="module")

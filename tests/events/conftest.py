@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .harness import LochServer, Receiver
+from .harness import LochServer, Receiver, webhook_server
 
 ReceiverFactory = Callable[..., Receiver]
 ServerFactory = Callable[..., LochServer]
@@ -36,7 +36,7 @@ def servers(tmp_path: Path) -> Iterator[ServerFactory]:
     started: list[LochServer] = []
 
     def make(db: str = "n.db", start: bool = True, **env: str) -> LochServer:
-        s = LochServer(tmp_path / db, tmp_path / f"{db}.log", env)
+        s = webhook_server(tmp_path / db, tmp_path / f"{db}.log", env)
         started.append(s)
         return s.start() if start else s
 

@@ -1,17 +1,15 @@
-"""Processes and helpers of the notification tests (also used by ``bench/webhooks.py``).
+"""Processes and helpers of the notification tests.
 
 :class:`Receiver` runs ``receiver.py`` (a stdlib HTTP server that logs every request as
-a JSON line); :class:`LochServer` runs ``loch serve`` on an SQLite file with fast
-webhook retry settings. Both bind port 0 and learn the port they got, so nothing
-depends on a fixed port. :class:`Client` wraps the few Nessie v2 and notification calls
-the tests make over a real HTTP connection.
+a JSON line); :func:`webhook_server` makes a :class:`~loch.testing.server.LochServer`
+that runs ``loch serve`` on an SQLite file with fast webhook retry settings. Both bind
+port 0 and learn the port they got, so nothing depends on a fixed port. :class:`Client`
+wraps the few Nessie v2 and notification calls the tests make over a real HTTP connection.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -24,6 +22,9 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from loch.testing.server import LochServer as LochServer  # re-exported: the tests annotate with it
+from loch.testing.server import end_process
 
 RECEIVER = Path(__file__).with_name("receiver.py")
 NO_ANCESTOR = "2e1cfa82b035c26cbbbdae632cea070514eb8b773f616aaeaf668e2f0be8f10d"
@@ -42,8 +43,6 @@ FAST_WEBHOOKS = {
 }
 """Retry settings that keep the tests fast (seconds)."""
 
-_LISTENING = re.compile(rb"Uvicorn running on http://127\.0\.0\.1:(\d+)")
-
 
 def wait_until(
     check: Callable[[], bool], timeout: float, what: str, interval: float = 0.02
@@ -54,16 +53,6 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
-
-
-def _stop(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> int:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
 
 
 # -- the receiver ----------------------------------------------------------------------------
@@ -144,7 +133,7 @@ class Receiver:
     def stop(self) -> None:
         """Stop listening (the port is closed until :meth:`start`)."""
         if self.proc is not None:
-            _stop(self.proc, signal.SIGKILL, 10)
+            end_process(self.proc, signal.SIGKILL, 10)
             if self.proc.stderr is not None:
                 self.proc.stderr.close()
             self.proc = None
@@ -178,83 +167,19 @@ class Receiver:
 # -- the server --------------------------------------------------------------------------------
 
 
-class LochServer:
-    """A ``loch serve`` process on an SQLite file; restartable on the same file."""
-
-    def __init__(self, db: Path, log: Path, env: dict[str, str] | None = None) -> None:
-        self.db = db
-        self.log_path = log
-        self.env = {**FAST_WEBHOOKS, **(env or {})}
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        """The server root."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def log(self) -> str:
-        """Everything the server printed, over all its runs."""
-        return self.log_path.read_text(errors="replace")
-
-    def start(self, timeout: float = 30.0) -> LochServer:
-        """Start on a free port (port 0) and wait for ``/healthz``."""
-        env = dict(os.environ)
-        env.pop("LOCH_STORE", None)
-        env.update(self.env)
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.prefix + "/bin/loch",
-                    "serve",
-                    "--port",
-                    "0",
-                    "--store",
-                    f"sqlite:///{self.db}",
-                    "--log-level",
-                    "info",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        proc = self.proc
-
-        def port() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"loch serve exited with {proc.returncode}:\n{self.log()}")
-            with self.log_path.open("rb") as f:
-                f.seek(offset)
-                m = _LISTENING.search(f.read())
-            if m:
-                self.port = int(m.group(1))
-            return m is not None
-
-        wait_until(port, timeout, "loch serve to listen", interval=0.05)
-
-        def healthy() -> bool:
-            try:
-                return httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(healthy, timeout, "/healthz")
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL (no shutdown at all)."""
-        if self.proc is not None:
-            _stop(self.proc, signal.SIGKILL, 10)
-            self.proc = None
-
-    def stop(self) -> int:
-        """SIGTERM (graceful); the exit status."""
-        rc = 0
-        if self.proc is not None:
-            rc = _stop(self.proc, signal.SIGTERM, 20)
-            self.proc = None
-        return rc
+def webhook_server(db: Path, log: Path, env: dict[str, str] | None = None) -> LochServer:
+    """A ``loch serve`` on the SQLite file ``db`` with :data:`FAST_WEBHOOKS` (and ``env``
+    over them; ``LOCH_STORE`` unset), not yet started. It binds port 0 at each start and
+    learns its port from the log, logs at info level, and is restartable on the same
+    file; :meth:`~LochServer.stop` waits 20 s for a graceful exit."""
+    return LochServer(
+        f"sqlite:///{db}",
+        log,
+        port=0,
+        log_level="info",
+        env={"LOCH_STORE": None, **FAST_WEBHOOKS, **(env or {})},
+        stop_timeout=20.0,
+    )
 
 
 # -- the client ------------------------------------------------------------------------------

@@ -1,27 +1,24 @@
 """Replicas and clients of the PostgreSQL tests.
 
-:class:`Replica` runs ``loch serve --port P --store <postgresql://…>`` as a separate
-process (started, SIGKILLed and restarted on the same port). The helpers below build
-Nessie v2 request bodies, walk a branch's whole log with paging and check that it is a
-linear first-parent chain, and check Nessie's error body.
+:class:`Replica` is a :class:`~loch.testing.server.LochServer` running ``loch serve
+--port P --store <postgresql://…>`` (started, SIGKILLed and restarted on the same port).
+The helpers below build Nessie v2 request bodies, walk a branch's whole log with paging
+and check that it is a linear first-parent chain, and check Nessie's error body.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
+
+from loch.testing.server import LochServer
 
 T = TypeVar("T")
 
@@ -29,14 +26,6 @@ NO_ANCESTOR = "2e1cfa82b035c26cbbbdae632cea070514eb8b773f616aaeaf668e2f0be8f10d"
 V2 = "/api/v2"
 SPEC2 = {"Nessie-Client-Spec": "2"}
 ERROR_FIELDS = {"status", "reason", "message", "errorCode", "serverStackTrace"}
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_until(
@@ -50,81 +39,28 @@ def wait_until(
         time.sleep(interval)
 
 
-class Replica:
-    """One ``loch serve`` process on a loopback port (kept across restarts)."""
+class Replica(LochServer):
+    """One ``loch serve`` replica on a loopback port kept across restarts (``--log-level
+    warning``, ``LOCH_STORE`` unset); its log marks each start with a ``--- start N``
+    line."""
 
     def __init__(self, name: str, store_url: str, log_dir: Path, port: int | None = None) -> None:
-        self.name = name
-        self.store_url = store_url
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_dir / f"{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
+        super().__init__(
+            store_url,
+            log_dir / f"{name}.log",
+            port=port or None,
+            log_level="warning",
+            env={"LOCH_STORE": None},
+            name=name,
+            ready_timeout=60.0,
+            interval=0.1,
+        )
 
-    def spawn(self) -> Replica:
-        """Start the process without waiting for it to listen."""
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        env = dict(os.environ)
-        env.pop("LOCH_STORE", None)
-        cmd = [sys.prefix + "/bin/loch", "serve", "--port", str(self.port)]
-        cmd += ["--store", self.store_url, "--log-level", "warning"]
+    def spawn(self) -> Self:
+        """Mark the start in the log, then start the process without waiting for it."""
         with self.log_path.open("ab") as log:
             log.write(f"--- start {self.starts} at {time.time():.3f}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.starts += 1
-        return self
-
-    def ready(self) -> bool:
-        """Whether the process answers ``/healthz`` (fails if it exited)."""
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(
-                f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}"
-            )
-        try:
-            return httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def wait_ready(self, timeout: float = 60.0) -> Replica:
-        """Wait until the replica serves (uvicorn listens only after the store opened)."""
-        wait_until(self.ready, timeout, f"{self.name} to serve on {self.url}", interval=0.1)
-        return self
-
-    def start(self, timeout: float = 60.0) -> Replica:
-        """Spawn and wait until it serves."""
-        return self.spawn().wait_ready(timeout)
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
-
-    def kill(self) -> None:
-        """SIGKILL and reap."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait (SIGKILL after ``timeout``); the exit status."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-    def log_tail(self, chars: int = 4000) -> str:
-        """The end of what the process printed."""
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except FileNotFoundError:
-            return ""
+        return super().spawn()
 
 
 def start_replicas(n: int, store_url: str, log_dir: Path, timeout: float = 90.0) -> list[Replica]:

@@ -16,10 +16,7 @@ import contextlib
 import gc
 import importlib.util
 import shutil
-import socket
-import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +30,7 @@ import pytest
 
 from loch.client import LochClient
 from loch.spark import build_session, resolve_jars
+from loch.testing.server import LochServer
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -49,25 +47,17 @@ SPARK_MISSING = (
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     """A running ``loch serve``, a raw REST client and a :class:`LochClient` for it."""
 
-    port: int
-    log: Path
-    proc: subprocess.Popen[bytes]
+    process: LochServer
     http: httpx.Client
     client: LochClient
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.process.url
 
     def get(self, path: str, **params: Any) -> Any:
         r = self.http.get(path, params=params)
@@ -96,37 +86,12 @@ class Server:
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("loch-server")
-    port = _free_port()
-    log = tmp / "server.log"
-    cmd = [sys.prefix + "/bin/loch", "serve", "--port", str(port)]
-    cmd += ["--store", f"sqlite:///{tmp}/s.db"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    http = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v2", timeout=30)
-    client = LochClient(f"http://127.0.0.1:{port}/api/v2")
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"loch serve exited {proc.returncode}: {log.read_text()}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"loch serve did not become healthy: {log.read_text()}")
-            time.sleep(0.1)
-        yield Server(port, log, proc, http, client)
-    finally:
-        client.close()
-        http.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with (
+        LochServer(f"sqlite:///{tmp}/s.db", tmp / "server.log") as process,
+        httpx.Client(base_url=f"{process.url}/api/v2", timeout=30) as http,
+        LochClient(f"{process.url}/api/v2") as client,
+    ):
+        yield Server(process, http, client)
 
 
 @pytest.fixture(scope="package")
