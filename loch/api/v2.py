@@ -25,6 +25,7 @@ from loch.api.common import (
     write_target,
 )
 from loch.api.responses import JSONResponse
+from loch.api.routes import DirectRoute
 from loch.errors import BadRequestError, ReferenceNotFoundError
 from loch.model.views import (
     commit_meta_v2,
@@ -494,11 +495,6 @@ def post_multiple_contents(
 # -- writes --------------------------------------------------------------------------------
 
 
-@router.post(
-    "/trees/{ref}/history/commit",
-    summary="Commit operations to a branch",
-    openapi_extra=JSON_OBJECT_BODY,
-)
 async def commit(request: Request, ref: str) -> JSONResponse:
     # Runs on the event loop: the request is checked here without I/O, and the commit
     # joins its branch's batch (see VersionStore.commit_async).
@@ -523,6 +519,16 @@ async def commit(request: Request, ref: str) -> JSONResponse:
         },
         result.hash,
     )
+
+
+router.add_api_route(
+    "/trees/{ref}/history/commit",
+    commit,
+    methods=["POST"],
+    summary="Commit operations to a branch",
+    openapi_extra=JSON_OBJECT_BODY,
+    route_class_override=DirectRoute,
+)
 
 
 def merge_modes(body: dict[str, Any]) -> list[KeyMergeMode]:
