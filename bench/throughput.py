@@ -25,7 +25,7 @@ little of the two cores. Without ``wrk`` the benchmark stops and says so
 The server is profiled with ``py-spy record --gil`` during an extra 16-client commit run
 (the raw profile goes to ``bench/results/profiles/``). The server's peak RSS is reported.
 
-Usage: ``python -m bench.throughput [--clients 1,4,16] [--seconds 4] [--rounds 3]``
+Usage: ``python -m bench.throughput [--clients 1,4,16] [--seconds 4] [--rounds 5]``
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__)
     p.add_argument("--clients", default="1,4,16", help="concurrent clients (comma-separated)")
     p.add_argument("--seconds", type=float, default=4.0, help="seconds per measured run")
-    p.add_argument("--rounds", type=int, default=3, help="rounds (cases take turns)")
+    p.add_argument("--rounds", type=int, default=5, help="rounds (cases take turns)")
     p.add_argument("--profile-seconds", type=float, default=10.0, help="py-spy run (0: none)")
     p.add_argument("--dir", type=Path, default=None, help="work directory (default: temp)")
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
