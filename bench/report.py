@@ -414,9 +414,9 @@ def render(results: Path, doc: Path) -> str:
         "this report; two runs do not fit its 15-minute budget on 2 cores and are commands "
         "of their own, whose result files are committed and included here: the 1M-key size "
         "of the scale benchmark (`python -m bench.scale --sizes 1000,10000,100000,1000000 "
-        "--out bench/results/scale-1m.json`, 3 to 6 min) and the memory soak (`python -m "
-        "bench.memory`, a 1M-key repository and 100k commits over HTTP, 5 to 12 min). Each "
-        "section names the exact command and time of its result file.",
+        "--out bench/results/scale-1m.json`, 2 to 6 min) and the memory soak (`python -m "
+        "bench.memory`, a 1M-key repository and 100k + 50k commits over HTTP, 5 to 16 min). "
+        "Each section names the exact command and time of its result file.",
         "",
         "## Targets",
         "",
