@@ -72,7 +72,6 @@ import resource
 import shlex
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -85,7 +84,7 @@ from urllib.parse import quote
 
 import httpx
 
-from bench.common import Server, peak_rss_mb, serving
+from bench.common import Server, peak_rss_mb, revision, serving
 from loch.backends import open_store
 from loch.model.keys import Key, encode_escaped
 from loch.store import Persist
@@ -637,25 +636,6 @@ def table_text(results: list[SizeResult]) -> str:
     return "\n".join(lines)
 
 
-def loch_revision() -> dict[str, Any]:
-    """The git commit of the checkout, and whether ``loch/`` has local changes."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "loch"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "loch_modified": None}
-    return {"commit": head, "loch_modified": bool(dirty)}
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
     p.add_argument(
@@ -728,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_before": load_before,
             "loadavg_after": os.getloadavg(),
         },
-        "revision": loch_revision(),
+        "revision": revision(),
         "settings": {
             "sizes": sizes,
             "repeat": args.repeat,
@@ -743,8 +723,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratios_to_smallest": ratios(results),
         "target": {
             "commit_median_ratio": commit_ratio,
-            "limit": 1.5,
-            "met": None if commit_ratio is None else commit_ratio <= 1.5,
+            "limit": TARGET_LIMIT,
+            "met": None if commit_ratio is None else commit_ratio <= TARGET_LIMIT,
         },
         "http_target": {
             "http_commit_median_ratio": http_commit_ratio,
@@ -757,10 +737,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(table_text(results))
     if commit_ratio is not None:
-        verdict = "met" if commit_ratio <= 1.5 else "NOT met"
+        verdict = "met" if commit_ratio <= TARGET_LIMIT else "NOT met"
         print(
             f"\ncommit latency {_fmt_size(sizes[-1])}/{_fmt_size(sizes[0])} = "
-            f"{commit_ratio:.2f}x (target <= 1.5x: {verdict})"
+            f"{commit_ratio:.2f}x (target <= {TARGET_LIMIT}x: {verdict})"
         )
     if http_commit_ratio is not None:
         verdict = "met" if http_commit_ratio <= TARGET_LIMIT else "NOT met"

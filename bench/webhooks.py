@@ -38,7 +38,6 @@ import os
 import platform
 import shlex
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -53,6 +52,8 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from bench.common import free_port, revision
 
 RESULTS = Path(__file__).with_name("results") / "webhooks.json"
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,14 +124,6 @@ def _wait(check: Any, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.02)
-
-
-def free_port() -> int:
-    """A port the kernel handed out for port 0 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Receiver:
@@ -511,24 +504,6 @@ def table_text(tp: Throughput, lats: list[Latency]) -> str:
     return "\n".join(lines)
 
 
-def loch_revision() -> dict[str, Any]:
-    """The git commit measured, and whether ``loch/`` had local changes."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "loch"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "loch_modified": None}
-    return {"commit": head, "loch_modified": bool(dirty)}
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.webhooks", description=__doc__.split("\n")[0])
     p.add_argument("--rate", type=float, default=20.0, help="commits/s in the latency runs")
@@ -605,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_before": load_before,
             "loadavg_after": os.getloadavg(),
         },
-        "revision": loch_revision(),
+        "revision": revision(),
         "settings": {
             k: (str(v) if isinstance(v, Path) else v)
             for k, v in vars(args).items()
