@@ -6,11 +6,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from loch.testing.server import free_port
 
 __all__ = ["PostgresCluster", "find_pg_bin"]
 
@@ -24,12 +25,6 @@ def find_pg_bin() -> Path | None:
     return Path(initdb).parent if initdb else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PostgresCluster:
     """Start with :meth:`start`, use :attr:`url`, stop with :meth:`stop`."""
 
@@ -41,7 +36,7 @@ class PostgresCluster:
         self.os_user = user if os.geteuid() == 0 else None
         self.dir = Path(tempfile.mkdtemp(prefix="loch-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"postgresql://loch@127.0.0.1:{self.port}/loch"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -65,18 +60,7 @@ class PostgresCluster:
             "-E",
             "UTF8",
         )
-        self._run(
-            str(self.bin_dir / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.dir / "log"),
-            "-w",
-            "-o",
-            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=on "
-            "-c max_connections=200",
-            "start",
-        )
+        self._pg_ctl_start()
         self._run(
             str(self.bin_dir / "createdb"),
             "-h",
@@ -93,6 +77,9 @@ class PostgresCluster:
         """Stop (fast), wait, and start again on the same port and data."""
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
         time.sleep(down_seconds)
+        self._pg_ctl_start()
+
+    def _pg_ctl_start(self) -> None:
         self._run(
             str(self.bin_dir / "pg_ctl"),
             "-D",
@@ -101,7 +88,8 @@ class PostgresCluster:
             str(self.dir / "log"),
             "-w",
             "-o",
-            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=200",
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=on "
+            "-c max_connections=200",
             "start",
         )
 
