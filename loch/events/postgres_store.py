@@ -10,8 +10,8 @@ are taken over when their lease expires.
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -19,14 +19,10 @@ import psycopg
 from loch.backends.postgres import PostgresPersist
 from loch.events.store import (
     DELIVERY_COLUMNS,
-    NOTIFICATION_COLUMNS,
-    Attempt,
     Claim,
-    Delivery,
-    DeliveryStatus,
     Notification,
-    NotificationStore,
     Outcome,
+    SqlNotificationStore,
     delivery_from_row,
 )
 from loch.store import Persist, StoredEvent
@@ -80,7 +76,7 @@ _N_COLUMNS = "n.id, n.event_type, n.type, n.url, n.secret, n.created_at, n.after
 Conn = psycopg.Connection[Any]
 
 
-class PostgresNotificationStore(NotificationStore):
+class PostgresNotificationStore(SqlNotificationStore):
     """Notifications and deliveries in the version store's PostgreSQL database."""
 
     def __init__(self, persist: PostgresPersist) -> None:
@@ -104,56 +100,17 @@ class PostgresNotificationStore(NotificationStore):
                     (version, time.time()),
                 )
 
+    @contextmanager
+    def _tx(self) -> Iterator[Conn]:
+        with self._db.connection() as conn, conn.transaction():
+            yield conn
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._db.connection() as conn:
             return conn.execute(sql, params).fetchall()
 
-    # -- subscriptions ------------------------------------------------------------------
-
-    def add(self, event_type: str, type: str, url: str, secret: str | None) -> Notification:
-        nid = str(uuid.uuid4())
-        now = time.time()
-        with self._db.connection() as conn, conn.transaction():
-            row = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
-            seq = int(row[0]) if row else 0
-            conn.execute(
-                f"INSERT INTO notifications ({NOTIFICATION_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (nid, event_type, type, url, secret, now, seq),
-            )
-        return Notification(nid, event_type, type, url, secret, now, seq)
-
-    def get(self, notification_id: str) -> Notification | None:
-        rows = self._read(
-            f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = %s",
-            (notification_id,),
-        )
-        return Notification(*rows[0]) if rows else None
-
-    def list_all(self) -> list[Notification]:
-        rows = self._read(f"SELECT {NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
-        return [Notification(*r) for r in rows]
-
-    def update(
-        self, notification_id: str, type: str, url: str, secret: str | None
-    ) -> Notification | None:
-        with self._db.connection() as conn:
-            cur = conn.execute(
-                "UPDATE notifications SET type = %s, url = %s, secret = %s WHERE id = %s",
-                (type, url, secret, notification_id),
-            )
-            if cur.rowcount != 1:
-                return None
-        return self.get(notification_id)
-
-    def delete(self, notification_id: str) -> bool:
-        with self._db.connection() as conn, conn.transaction():
-            cur = conn.execute("DELETE FROM notifications WHERE id = %s", (notification_id,))
-            conn.execute(
-                "DELETE FROM deliveries WHERE notification_id = %s AND status = 'PENDING'",
-                (notification_id,),
-            )
-            return cur.rowcount == 1
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s")
 
     # -- fan-out ---------------------------------------------------------------------------
 
@@ -283,44 +240,3 @@ class PostgresNotificationStore(NotificationStore):
                     delivery_id,
                 ),
             )
-
-    def deliveries(
-        self, notification_id: str, limit: int, status: DeliveryStatus | None = None
-    ) -> list[Delivery]:
-        sql = (
-            f"SELECT {DELIVERY_COLUMNS} FROM deliveries d "
-            "JOIN events e ON e.seq = d.event_seq WHERE d.notification_id = %s"
-        )
-        params: list[Any] = [notification_id]
-        if status is not None:
-            sql += " AND d.status = %s"
-            params.append(status.value)
-        sql += " ORDER BY d.event_seq DESC LIMIT %s"
-        params.append(limit)
-        return [delivery_from_row(r) for r in self._read(sql, params)]
-
-    def attempts(self, delivery_id: int) -> list[Attempt]:
-        rows = self._read(
-            "SELECT delivery_id, attempt, at, status_code, error, duration_ms "
-            "FROM delivery_attempts WHERE delivery_id = %s ORDER BY attempt",
-            (delivery_id,),
-        )
-        return [Attempt(*r) for r in rows]
-
-    def redeliver(self, notification_id: str, delivery_id: int, now: float) -> Delivery | None:
-        with self._db.connection() as conn, conn.transaction():
-            cur = conn.execute(
-                "UPDATE deliveries SET status = 'PENDING', next_attempt_at = %s, created_at = %s, "
-                "lease_owner = NULL, lease_until = NULL "
-                "WHERE id = %s AND notification_id = %s",
-                (now, now, delivery_id, notification_id),
-            )
-            if cur.rowcount != 1:
-                return None
-            row = conn.execute(
-                f"SELECT {DELIVERY_COLUMNS} FROM deliveries d "
-                "JOIN events e ON e.seq = d.event_seq WHERE d.id = %s",
-                (delivery_id,),
-            ).fetchone()
-        assert row is not None
-        return delivery_from_row(row)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -13,14 +12,10 @@ from typing import Any
 from loch.backends.sqlite import connect
 from loch.events.store import (
     DELIVERY_COLUMNS,
-    NOTIFICATION_COLUMNS,
-    Attempt,
     Claim,
-    Delivery,
-    DeliveryStatus,
     Notification,
-    NotificationStore,
     Outcome,
+    SqlNotificationStore,
     delivery_from_row,
 )
 from loch.store import StoredEvent
@@ -72,7 +67,7 @@ NOTIFICATION_MIGRATIONS: list[str] = [
 """Numbered migrations of the notification tables (recorded apart from the store's)."""
 
 
-class SqliteNotificationStore(NotificationStore):
+class SqliteNotificationStore(SqlNotificationStore):
     """Notifications and deliveries in the version store's SQLite file."""
 
     def __init__(self, path: str) -> None:
@@ -126,50 +121,6 @@ class SqliteNotificationStore(NotificationStore):
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
-
-    # -- subscriptions ------------------------------------------------------------------
-
-    def add(self, event_type: str, type: str, url: str, secret: str | None) -> Notification:
-        nid = str(uuid.uuid4())
-        now = time.time()
-        with self._tx() as conn:
-            seq = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
-            conn.execute(
-                f"INSERT INTO notifications ({NOTIFICATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (nid, event_type, type, url, secret, now, seq),
-            )
-        return Notification(nid, event_type, type, url, secret, now, seq)
-
-    def get(self, notification_id: str) -> Notification | None:
-        rows = self._read(
-            f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = ?", (notification_id,)
-        )
-        return Notification(*rows[0]) if rows else None
-
-    def list_all(self) -> list[Notification]:
-        rows = self._read(f"SELECT {NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
-        return [Notification(*r) for r in rows]
-
-    def update(
-        self, notification_id: str, type: str, url: str, secret: str | None
-    ) -> Notification | None:
-        with self._tx() as conn:
-            cur = conn.execute(
-                "UPDATE notifications SET type = ?, url = ?, secret = ? WHERE id = ?",
-                (type, url, secret, notification_id),
-            )
-            if cur.rowcount != 1:
-                return None
-        return self.get(notification_id)
-
-    def delete(self, notification_id: str) -> bool:
-        with self._tx() as conn:
-            cur = conn.execute("DELETE FROM notifications WHERE id = ?", (notification_id,))
-            conn.execute(
-                "DELETE FROM deliveries WHERE notification_id = ? AND status = 'PENDING'",
-                (notification_id,),
-            )
-            return cur.rowcount == 1
 
     # -- fan-out ---------------------------------------------------------------------------
 
@@ -275,45 +226,6 @@ class SqliteNotificationStore(NotificationStore):
                     delivery_id,
                 ),
             )
-
-    def deliveries(
-        self, notification_id: str, limit: int, status: DeliveryStatus | None = None
-    ) -> list[Delivery]:
-        sql = (
-            f"SELECT {DELIVERY_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq "
-            "WHERE d.notification_id = ?"
-        )
-        params: list[Any] = [notification_id]
-        if status is not None:
-            sql += " AND d.status = ?"
-            params.append(status.value)
-        sql += " ORDER BY d.event_seq DESC LIMIT ?"
-        params.append(limit)
-        return [delivery_from_row(r) for r in self._read(sql, params)]
-
-    def attempts(self, delivery_id: int) -> list[Attempt]:
-        rows = self._read(
-            "SELECT delivery_id, attempt, at, status_code, error, duration_ms "
-            "FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt",
-            (delivery_id,),
-        )
-        return [Attempt(*r) for r in rows]
-
-    def redeliver(self, notification_id: str, delivery_id: int, now: float) -> Delivery | None:
-        with self._tx() as conn:
-            cur = conn.execute(
-                "UPDATE deliveries SET status = 'PENDING', next_attempt_at = ?, created_at = ?, "
-                "lease_owner = NULL, lease_until = NULL WHERE id = ? AND notification_id = ?",
-                (now, now, delivery_id, notification_id),
-            )
-            if cur.rowcount != 1:
-                return None
-            row = conn.execute(
-                f"SELECT {DELIVERY_COLUMNS} FROM deliveries d "
-                "JOIN events e ON e.seq = d.event_seq WHERE d.id = ?",
-                (delivery_id,),
-            ).fetchone()
-        return delivery_from_row(row)
 
     def close(self) -> None:
         with self._lock, self._dispatch_lock:

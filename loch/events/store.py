@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import abc
 import enum
+import time
+import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,7 @@ __all__ = [
     "Notification",
     "NotificationStore",
     "Outcome",
+    "SqlNotificationStore",
     "delivery_from_row",
 ]
 
@@ -221,3 +225,121 @@ def delivery_from_row(row: Sequence[Any]) -> Delivery:
         row[11],
         row[12],
     )
+
+
+class SqlNotificationStore(NotificationStore):
+    """The statements both SQL stores run alike (subscriptions, delivery log, redeliver),
+    written once with ``?`` placeholders; a store whose driver wants another style
+    rewrites them in :meth:`_sql`. Fan-out, claims and attempt results differ per
+    database (locking) and stay in each store."""
+
+    @abc.abstractmethod
+    def _tx(self) -> AbstractContextManager[Any]:
+        """A write transaction; yields a connection whose ``execute`` returns a cursor."""
+
+    @abc.abstractmethod
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one read-only statement (``sql`` already in the driver's style)."""
+
+    def _sql(self, sql: str) -> str:
+        """``sql`` in the driver's placeholder style (qmark here)."""
+        return sql
+
+    def add(self, event_type: str, type: str, url: str, secret: str | None) -> Notification:
+        nid = str(uuid.uuid4())
+        now = time.time()
+        with self._tx() as conn:
+            row = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+            seq = int(row[0]) if row else 0
+            conn.execute(
+                self._sql(
+                    f"INSERT INTO notifications ({NOTIFICATION_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+                ),
+                (nid, event_type, type, url, secret, now, seq),
+            )
+        return Notification(nid, event_type, type, url, secret, now, seq)
+
+    def get(self, notification_id: str) -> Notification | None:
+        rows = self._read(
+            self._sql(f"SELECT {NOTIFICATION_COLUMNS} FROM notifications WHERE id = ?"),
+            (notification_id,),
+        )
+        return Notification(*rows[0]) if rows else None
+
+    def list_all(self) -> list[Notification]:
+        rows = self._read(f"SELECT {NOTIFICATION_COLUMNS} FROM notifications ORDER BY created_at")
+        return [Notification(*r) for r in rows]
+
+    def update(
+        self, notification_id: str, type: str, url: str, secret: str | None
+    ) -> Notification | None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                self._sql("UPDATE notifications SET type = ?, url = ?, secret = ? WHERE id = ?"),
+                (type, url, secret, notification_id),
+            )
+            if cur.rowcount != 1:
+                return None
+        return self.get(notification_id)
+
+    def delete(self, notification_id: str) -> bool:
+        with self._tx() as conn:
+            cur = conn.execute(
+                self._sql("DELETE FROM notifications WHERE id = ?"), (notification_id,)
+            )
+            conn.execute(
+                self._sql(
+                    "DELETE FROM deliveries WHERE notification_id = ? AND status = 'PENDING'"
+                ),
+                (notification_id,),
+            )
+            deleted: bool = cur.rowcount == 1
+            return deleted
+
+    def deliveries(
+        self, notification_id: str, limit: int, status: DeliveryStatus | None = None
+    ) -> list[Delivery]:
+        sql = (
+            f"SELECT {DELIVERY_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq "
+            "WHERE d.notification_id = ?"
+        )
+        params: list[Any] = [notification_id]
+        if status is not None:
+            sql += " AND d.status = ?"
+            params.append(status.value)
+        sql += " ORDER BY d.event_seq DESC LIMIT ?"
+        params.append(limit)
+        return [delivery_from_row(r) for r in self._read(self._sql(sql), params)]
+
+    def attempts(self, delivery_id: int) -> list[Attempt]:
+        rows = self._read(
+            self._sql(
+                "SELECT delivery_id, attempt, at, status_code, error, duration_ms "
+                "FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt"
+            ),
+            (delivery_id,),
+        )
+        return [Attempt(*r) for r in rows]
+
+    def redeliver(self, notification_id: str, delivery_id: int, now: float) -> Delivery | None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                self._sql(
+                    "UPDATE deliveries SET status = 'PENDING', next_attempt_at = ?, "
+                    "created_at = ?, lease_owner = NULL, lease_until = NULL "
+                    "WHERE id = ? AND notification_id = ?"
+                ),
+                (now, now, delivery_id, notification_id),
+            )
+            if cur.rowcount != 1:
+                return None
+            row = conn.execute(
+                self._sql(
+                    f"SELECT {DELIVERY_COLUMNS} FROM deliveries d "
+                    "JOIN events e ON e.seq = d.event_seq WHERE d.id = ?"
+                ),
+                (delivery_id,),
+            ).fetchone()
+        assert row is not None
+        return delivery_from_row(row)
